@@ -1,0 +1,96 @@
+"""The array backend: one array module ``xp`` (NumPy or CuPy) per model.
+
+Everything in minibert is written against the common NumPy/CuPy API, so the
+same layer code runs on the CPU and the GPU.  This module is the only place
+that knows which one is in use: it picks the module, the dtype, the ``erf``
+implementation and the scatter-add used by embedding backward passes.
+
+CuPy is imported lazily, only when ``device="cuda"`` is asked for, so a
+CPU-only installation never needs it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+_DEVICES = ("cpu", "cuda")
+_GPU_HINT = 'install the GPU extra with:  pip install "minibert[gpu]"  (CuPy for CUDA 12)'
+
+
+def resolve_dtype(dtype) -> np.dtype:
+    """Turn ``"float32"``/``"float64"`` (or the NumPy types) into a NumPy dtype."""
+    key = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if key not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    return np.dtype(_DTYPES[key])
+
+
+def get_xp(device: str = "cpu"):
+    """Return the array module for ``device`` ("cpu" -> numpy, "cuda" -> cupy).
+
+    Raises a ``RuntimeError`` that says how to install CuPy when it is missing
+    or when no CUDA GPU is visible.
+    """
+    if device not in _DEVICES:
+        raise ValueError(f"device must be one of {list(_DEVICES)}, got {device!r}")
+    if device == "cpu":
+        return np
+    try:
+        import cupy
+    except ImportError as exc:
+        raise RuntimeError(f"device='cuda' needs CuPy, which is not installed; {_GPU_HINT}") from exc
+    try:
+        n_gpus = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver missing or broken
+        raise RuntimeError(f"device='cuda' but CuPy cannot reach a CUDA GPU ({exc}); "
+                           f"check the driver, or {_GPU_HINT}") from exc
+    if n_gpus == 0:
+        raise RuntimeError(f"device='cuda' but no CUDA GPU is visible; {_GPU_HINT}")
+    return cupy
+
+
+def is_cupy(xp) -> bool:
+    return xp.__name__ == "cupy"
+
+
+def to_numpy(a):
+    """Copy an array (NumPy or CuPy) to a NumPy array on the host."""
+    if hasattr(a, "get"):
+        return a.get()
+    return np.asarray(a)
+
+
+def erf_fn(xp):
+    """The reference ``erf``: SciPy's on the CPU, cupyx's on the GPU."""
+    if is_cupy(xp):
+        from cupyx.scipy.special import erf
+    else:
+        from scipy.special import erf
+    return erf
+
+
+def scatter_add_rows(xp, table, ids, rows):
+    """``table[ids[n]] += rows[n]`` for every n, with repeated ids summed.
+
+    table: (V, H); ids: (N,) int; rows: (N, H).
+
+    This is the backward pass of an embedding lookup.  ``np.add.at`` does it
+    element by element in an unbuffered loop and is notoriously slow on large
+    tables.  On the CPU we instead sort the ids so that equal ids are
+    adjacent, sum each run of equal ids with one vectorised
+    ``np.add.reduceat``, and add the per-id sums with plain fancy indexing
+    (safe because the ids are now unique).  On the GPU CuPy's ``add.at`` is a
+    native atomic scatter-add kernel and is already fast.
+    """
+    if ids.size == 0:
+        return table
+    if is_cupy(xp):
+        xp.add.at(table, ids, rows)
+        return table
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    # start of each run of equal ids in the sorted order
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    sums = np.add.reduceat(rows[order], starts, axis=0)
+    table[sorted_ids[starts]] += sums
+    return table

@@ -1,0 +1,111 @@
+"""BertConfig: the model's hyper-parameters, with Hugging Face's field names.
+
+A ``config.json`` written by ``transformers`` loads here and the reverse, so a
+minibert model directory is a Hugging Face model directory.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+# google-research/bert's released sizes (L layers, H hidden, A heads); the
+# feed-forward size is always 4H.
+PRESETS = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+}
+
+HIDDEN_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh")
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raise a ``ValueError`` naming the first field that is out of range."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads}); each head gets "
+                f"hidden_size / num_attention_heads dimensions")
+        if self.hidden_act not in HIDDEN_ACTS:
+            raise ValueError(f"BertConfig.hidden_act must be one of {list(HIDDEN_ACTS)}, "
+                             f"got {self.hidden_act!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            p = getattr(self, name)
+            if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p!r}")
+        if not self.initializer_range > 0:
+            raise ValueError(f"BertConfig.initializer_range must be > 0, got {self.initializer_range!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"BertConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if not (isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
+            raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), "
+                             f"got {self.pad_token_id!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_preset(cls, name: str, vocab_size: int = 30522, **overrides) -> "BertConfig":
+        """One of google-research/bert's sizes: tiny, mini, small, medium, base."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        kwargs = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                      num_attention_heads=heads, intermediate_size=4 * hidden)
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BertConfig":
+        """Build from a dict such as HF's config.json; keys minibert does not use are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def to_json_file(self, path) -> None:
+        """Write an HF-compatible ``config.json``."""
+        d = {"architectures": ["BertForPreTraining"], "model_type": "bert", **self.to_dict()}
+        Path(path).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def from_json_file(cls, path) -> "BertConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            d = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+        if d.get("model_type", "bert") != "bert":
+            raise ValueError(f"{path} describes a {d['model_type']!r} model, not a BERT")
+        return cls.from_dict(d)

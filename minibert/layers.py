@@ -1,0 +1,308 @@
+"""BERT's building blocks, each a forward/backward pair written by hand.
+
+Every ``*_forward`` returns ``(out, cache)``; the matching ``*_backward``
+takes the upstream gradient and that cache and returns the gradients of the
+inputs and parameters.  The functions work on NumPy and CuPy arrays alike:
+the array module is read off the inputs with ``get_array_module``.
+
+Shapes use B (batch), T (sequence length), H (hidden size), A (heads),
+D = H / A (head size), I (intermediate size), V (vocabulary), N (rows).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .backend import erf_fn, scatter_add_rows
+
+
+def get_array_module(a):
+    """numpy for NumPy arrays, cupy for CuPy arrays."""
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy
+    return np
+
+
+# --------------------------------------------------------------------------- linear
+def linear_forward(x, W, b):
+    """y = x W^T + b, with W in PyTorch's [out, in] layout.
+
+    x: (..., in); W: (out, in); b: (out,)  ->  y: (..., out)
+    """
+    y = x @ W.T
+    y += b
+    return y, (x, W)
+
+
+def linear_backward(dy, cache):
+    """dy: (..., out)  ->  dx (..., in), dW (out, in), db (out,).
+
+    With x flattened to (N, in):  dx = dy W,  dW = dy^T x,  db = sum_n dy.
+    """
+    x, W = cache
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    x2 = x.reshape(-1, x.shape[-1])
+    dx = dy @ W
+    dW = dy2.T @ x2
+    db = dy2.sum(axis=0)
+    return dx, dW, db
+
+
+# ------------------------------------------------------------------------ embedding
+def embedding_forward(ids, W):
+    """Row lookup: out[b, t] = W[ids[b, t]].
+
+    ids: (B, T) int; W: (V, H)  ->  out: (B, T, H)
+    """
+    return W[ids], (ids, W.shape)
+
+
+def embedding_backward(dout, cache, padding_idx=None):
+    """dW[v] = sum of dout over every position whose id is v.
+
+    dout: (B, T, H)  ->  dW: (V, H).  The row ``padding_idx`` (BERT's
+    ``[PAD]``) gets no gradient, as with PyTorch's ``nn.Embedding``.
+    """
+    ids, shape = cache
+    xp = get_array_module(dout)
+    dW = xp.zeros(shape, dtype=dout.dtype)
+    scatter_add_rows(xp, dW, ids.reshape(-1), dout.reshape(-1, shape[1]))
+    if padding_idx is not None:
+        dW[padding_idx] = 0
+    return dW
+
+
+# ------------------------------------------------------------------------ layernorm
+def layernorm_forward(x, gamma, beta, eps):
+    """Normalise each row over the last axis, then scale and shift.
+
+    y = gamma * (x - mean) / sqrt(var + eps) + beta, with the biased variance.
+    x: (..., H); gamma, beta: (H,)  ->  y: (..., H)
+    """
+    mu = x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    var = (xc * xc).mean(axis=-1, keepdims=True)
+    rstd = 1.0 / (var + eps) ** 0.5
+    xhat = xc * rstd
+    y = xhat * gamma + beta
+    return y, (xhat, rstd, gamma)
+
+
+def layernorm_backward(dy, cache):
+    """dy: (..., H)  ->  dx (..., H), dgamma (H,), dbeta (H,).
+
+    With g = dy * gamma, the mean and variance both depend on every x in the
+    row, which gives the two correction terms:
+        dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    """
+    xhat, rstd, gamma = cache
+    H = dy.shape[-1]
+    dgamma = (dy * xhat).reshape(-1, H).sum(axis=0)
+    dbeta = dy.reshape(-1, H).sum(axis=0)
+    g = dy * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True)
+                 - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    return dx, dgamma, dbeta
+
+
+# ----------------------------------------------------------------------------- gelu
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_TANH_C = 0.044715
+
+
+def gelu_forward(x, approximate="none"):
+    """GELU(x) = x * Phi(x), Phi the standard normal CDF.
+
+    approximate="none": exact, Phi(x) = (1 + erf(x / sqrt 2)) / 2
+        (HF ``hidden_act="gelu"``).
+    approximate="tanh": Phi(x) ~ (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2,
+        the form google-research/bert used (HF ``"gelu_new"``).
+    x: any shape -> same shape.
+    """
+    xp = get_array_module(x)
+    if approximate == "none":
+        cdf = 0.5 * (1.0 + erf_fn(xp)(x * _INV_SQRT_2))
+        return x * cdf, (x, cdf, None)
+    if approximate == "tanh":
+        t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_TANH_C * x * x * x))
+        return 0.5 * x * (1.0 + t), (x, None, t)
+    raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def gelu_backward(dy, cache):
+    """d/dx [x Phi(x)] = Phi(x) + x phi(x), phi the normal density.
+
+    For the tanh form, with u = sqrt(2/pi) (x + c x^3) and t = tanh u:
+        d/dx = (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2) / 2
+    """
+    x, cdf, t = cache
+    xp = get_array_module(x)
+    if t is None:
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+        return dy * (cdf + x * pdf)
+    dudx = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_TANH_C * x * x)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dudx)
+
+
+# ------------------------------------------------------------------------- tanh
+def tanh_forward(x):
+    """y = tanh(x); used by the pooler.  x: any shape."""
+    xp = get_array_module(x)
+    y = xp.tanh(x)
+    return y, y
+
+
+def tanh_backward(dy, cache):
+    """dtanh/dx = 1 - tanh^2."""
+    y = cache
+    return dy * (1.0 - y * y)
+
+
+# -------------------------------------------------------------------------- softmax
+def softmax_forward(x, axis=-1):
+    """Numerically stable softmax along ``axis``.
+
+    Subtracting the row maximum leaves the result unchanged (it cancels
+    between numerator and denominator) and keeps exp() from overflowing.
+    """
+    xp = get_array_module(x)
+    z = x - x.max(axis=axis, keepdims=True)
+    e = xp.exp(z)
+    p = e / e.sum(axis=axis, keepdims=True)
+    return p, (p, axis)
+
+
+def softmax_backward(dp, cache):
+    """dx_i = p_i (dp_i - sum_j dp_j p_j): the Jacobian diag(p) - p p^T applied to dp."""
+    p, axis = cache
+    return p * (dp - (dp * p).sum(axis=axis, keepdims=True))
+
+
+# -------------------------------------------------------------------------- dropout
+def dropout_forward(x, p, rng, train):
+    """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p).
+
+    Scaling at training time keeps E[out] = x, so nothing changes at
+    inference.  ``rng(shape)`` must return uniform samples in [0, 1) of x's
+    dtype (the model passes its own seeded generator).  With ``train=False``
+    or p == 0 this is the identity.
+    """
+    if not train or p == 0.0:
+        return x, None
+    keep = rng(x.shape) >= p
+    scale = x.dtype.type(1.0 / (1.0 - p))
+    mask = keep * scale  # entries are 0 or 1/(1-p), in x's dtype
+    return x * mask, mask
+
+
+def dropout_backward(dout, cache):
+    mask = cache
+    return dout if mask is None else dout * mask
+
+
+# ------------------------------------------------------------------------ attention
+def attention_mask_bias(attention_mask, dtype):
+    """Additive bias from a keep/pad mask, as HF builds it.
+
+    attention_mask: (B, T) with 1 = attend, 0 = padding  ->  (B, 1, 1, T),
+    0 where kept and the most negative finite number where padded, so that
+    softmax gives padded keys a weight of exactly 0.  A row with no kept key
+    gets the same bias everywhere and so a uniform, finite softmax (no NaN).
+    """
+    neg = np.finfo(dtype).min
+    bias = (1.0 - attention_mask.astype(dtype)) * neg
+    return bias[:, None, None, :]
+
+
+def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
+    """Scaled dot-product attention for all heads at once.
+
+    q, k, v: (B, A, T, D); mask_bias: (B, 1, 1, T) additive.
+        S = q k^T / sqrt(D) + mask_bias      (B, A, T, T)
+        P = softmax(S) over the keys, then dropout
+        out = P v                            (B, A, T, D)
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.swapaxes(-1, -2)) * scale
+    if mask_bias is not None:
+        scores += mask_bias
+    probs, sm_cache = softmax_forward(scores, axis=-1)
+    probs_d, do_cache = dropout_forward(probs, dropout_p, rng, train)
+    out = probs_d @ v
+    # sequences whose every key is masked (attention_mask all 0): see attention_backward
+    dead = None
+    if mask_bias is not None:
+        dead = (mask_bias[:, 0, 0, :] != 0).all(axis=-1)
+        dead = dead if bool(dead.any()) else None
+    return out, (q, k, v, probs_d, sm_cache, do_cache, scale, dead)
+
+
+def attention_backward(dout, cache):
+    """dout: (B, A, T, D)  ->  dq, dk, dv: (B, A, T, D).
+
+    The mask bias is a constant, so it only acts through the softmax.
+
+    One corner case: in a sequence whose keys are all masked, every score is
+    q.k/sqrt(D) plus the most negative float, and in floating point that sum
+    no longer depends on q.k at all.  The softmax is then exactly uniform
+    whatever q and k are, so the true derivative with respect to q and k is 0,
+    and that is what we return.  (Autograd frameworks differentiate the
+    exact-arithmetic formula instead and report a gradient that finite
+    differences do not see.)
+    """
+    q, k, v, probs_d, sm_cache, do_cache, scale, dead = cache
+    dv = probs_d.swapaxes(-1, -2) @ dout
+    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), do_cache)
+    dscores = softmax_backward(dprobs, sm_cache) * scale
+    if dead is not None:
+        dscores[dead] = 0
+    dq = dscores @ k
+    dk = dscores.swapaxes(-1, -2) @ q
+    return dq, dk, dv
+
+
+def split_heads(x, num_heads):
+    """(B, T, H) -> (B, A, T, D)."""
+    B, T, H = x.shape
+    return x.reshape(B, T, num_heads, H // num_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    """(B, A, T, D) -> (B, T, H)."""
+    B, A, T, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, A * D)
+
+
+# -------------------------------------------------------------- cross-entropy loss
+def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
+    """Mean negative log-likelihood over the rows whose label is not ``ignore_index``.
+
+    logits: (N, C); labels: (N,) int  ->  loss (a 0-d array), cache.
+    The log-softmax is computed stably as z - max - log(sum(exp(z - max))).
+    With no labelled row the loss is 0 (and so is its gradient).
+    """
+    xp = get_array_module(logits)
+    valid = labels != ignore_index
+    n_valid = int(valid.sum())
+    safe = xp.where(valid, labels, 0)
+    z = logits - logits.max(axis=-1, keepdims=True)
+    logsumexp = xp.log(xp.exp(z).sum(axis=-1, keepdims=True))
+    logp = z - logsumexp
+    picked = xp.take_along_axis(logp, safe[:, None], axis=-1)[:, 0]
+    denom = max(n_valid, 1)
+    loss = -(picked * valid).sum() / denom
+    return loss, (logp, safe, valid, denom)
+
+
+def softmax_cross_entropy_backward(dloss, cache):
+    """dlogits = (softmax(logits) - onehot(label)) / n_valid, zero on ignored rows."""
+    logp, safe, valid, denom = cache
+    xp = get_array_module(logp)
+    dlogits = xp.exp(logp)
+    dlogits[xp.arange(len(safe)), safe] -= 1.0
+    dlogits *= (valid * (dloss / denom))[:, None].astype(logp.dtype)
+    return dlogits

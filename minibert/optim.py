@@ -1,0 +1,116 @@
+"""AdamW as BERT uses it, the warmup-then-linear-decay schedule, and gradient clipping.
+
+The optimiser works on a model's ``ParamStore``: all parameters live in one
+flat buffer with the weight-decayed ones first, so a step is a handful of
+in-place whole-buffer operations and the "no decay on biases and LayerNorm"
+rule is a slice.
+
+Two flavours of Adam's update, chosen with ``bias_correction``:
+
+* ``True`` (default, as ``torch.optim.AdamW`` and transformers):
+      m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)
+      p <- p * (1 - lr * wd) - lr * m_hat / (sqrt(v_hat) + eps)
+* ``False`` (google-research/bert's ``AdamWeightDecayOptimizer``): the same
+  without the two corrections.  Early in training m and v are biased
+  towards their zero initial values; BERT relied on the learning-rate warmup
+  to hide that.
+"""
+from __future__ import annotations
+
+import math
+
+
+class AdamW:
+    """AdamW over a ``ParamStore``.
+
+    Args:
+        store: the model's ``params`` (a ``ParamStore``).
+        lr: peak learning rate (a schedule may pass another one to ``step``).
+        betas, eps: Adam's constants; BERT uses (0.9, 0.999) and 1e-6.
+        weight_decay: decoupled decay, applied only to ``store.data[:store.decay_size]``.
+        bias_correction: see the module docstring.
+    """
+
+    def __init__(self, store, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
+                 bias_correction=True):
+        if not lr >= 0:
+            raise ValueError(f"lr must be >= 0, got {lr}")
+        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"betas must be in [0, 1), got {betas}")
+        if not eps > 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        if not weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        self.store = store
+        self.lr, self.betas, self.eps = lr, tuple(betas), eps
+        self.weight_decay, self.bias_correction = weight_decay, bias_correction
+        xp = store.xp
+        self.m = xp.zeros_like(store.data)     # first moment
+        self.v = xp.zeros_like(store.data)     # second moment
+        self._tmp = xp.empty_like(store.data)  # scratch: no allocation per step
+        self.t = 0
+
+    def step(self, lr=None):
+        """One update from ``store.grad``; ``lr`` overrides the constant rate (for schedules)."""
+        xp = self.store.xp
+        lr = self.lr if lr is None else lr
+        b1, b2 = self.betas
+        p, g, m, v, tmp = self.store.data, self.store.grad, self.m, self.v, self._tmp
+        self.t += 1
+        # decoupled weight decay, on the decayed group only: p <- p (1 - lr wd)
+        if self.weight_decay:
+            p[: self.store.decay_size] *= 1.0 - lr * self.weight_decay
+        # m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
+        m *= b1
+        xp.multiply(g, 1.0 - b1, out=tmp)
+        m += tmp
+        v *= b2
+        xp.multiply(g, g, out=tmp)
+        tmp *= 1.0 - b2
+        v += tmp
+        if self.bias_correction:
+            step_size = lr / (1.0 - b1 ** self.t)
+            root_c2 = math.sqrt(1.0 - b2 ** self.t)
+        else:
+            step_size, root_c2 = lr, 1.0
+        # p <- p - step_size * m / (sqrt(v) / sqrt(c2) + eps)
+        xp.sqrt(v, out=tmp)
+        tmp /= root_c2
+        tmp += self.eps
+        xp.divide(m, tmp, out=tmp)
+        tmp *= step_size
+        p -= tmp
+
+    def state_dict(self) -> dict:
+        return {"m": self.m, "v": self.v, "t": self.t}
+
+    def load_state_dict(self, state) -> None:
+        self.m[...] = self.store.xp.asarray(state["m"])
+        self.v[...] = self.store.xp.asarray(state["v"])
+        self.t = int(state["t"])
+
+
+def linear_warmup_decay(step, total_steps, warmup_steps):
+    """Multiplier of the peak learning rate at (0-based) optimiser step ``step``.
+
+    Rises linearly from 0 to 1 over ``warmup_steps``, then falls linearly to 0
+    at ``total_steps`` (the same values as transformers'
+    ``get_linear_schedule_with_warmup``).
+    """
+    if step < warmup_steps:
+        return step / max(1, warmup_steps)
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def clip_grad_norm(store, max_norm=1.0):
+    """Scale all gradients so that their global L2 norm is at most ``max_norm``.
+
+    Returns the norm before clipping.  The scale max_norm / (norm + 1e-6),
+    capped at 1, is the one PyTorch's ``clip_grad_norm_`` uses.
+    """
+    xp = store.xp
+    norm = float(xp.sqrt(xp.dot(store.grad, store.grad)))
+    coef = max_norm / (norm + 1e-6)
+    if coef < 1.0:
+        store.grad *= coef
+    return norm

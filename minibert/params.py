@@ -1,0 +1,98 @@
+"""ParamStore: all parameters of a model in one flat buffer, and their gradients in another.
+
+Each named parameter (Hugging Face's state-dict name) is a *view* into the
+flat ``data`` array, and its gradient a view into ``grad`` at the same offset.
+This buys three things:
+
+* the optimiser updates every parameter with a handful of whole-buffer
+  operations instead of one small operation per tensor;
+* parameters that weight decay must skip (biases, LayerNorm) are stored
+  together at the end, so the two AdamW groups are two contiguous slices;
+* tensors registered one after the other are adjacent in memory, so the
+  query, key and value weights of a layer can be used as one fused (3H, H)
+  matrix without any copy.
+
+Never rebind a view (``store[name] = x``); write into it (``store[name][...] = x``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    shape: tuple
+    init: str          # "normal", "zeros" or "ones"
+    decay: bool        # does weight decay apply to it?
+
+
+class ParamStore:
+    def __init__(self, specs, xp, dtype):
+        self.specs = list(specs)
+        self.xp = xp
+        self.dtype = np.dtype(dtype)
+        # weight-decayed parameters first, the rest after: two contiguous groups
+        ordered = [s for s in self.specs if s.decay] + [s for s in self.specs if not s.decay]
+        self.offsets = {}
+        offset = 0
+        for s in ordered:
+            self.offsets[s.name] = (offset, offset + prod(s.shape))
+            offset += prod(s.shape)
+        self.size = offset
+        self.decay_size = sum(prod(s.shape) for s in self.specs if s.decay)
+        self.data = xp.zeros(self.size, dtype=self.dtype)
+        self.grad = xp.zeros(self.size, dtype=self.dtype)
+        self.params = {s.name: self._view(self.data, s) for s in self.specs}
+        self.grads = {s.name: self._view(self.grad, s) for s in self.specs}
+
+    def _view(self, flat, spec):
+        start, stop = self.offsets[spec.name]
+        return flat[start:stop].reshape(spec.shape)
+
+    def fused(self, names, which="data"):
+        """One view over consecutive parameters, stacked along their first axis.
+
+        e.g. the query, key and value weights (H, H) each -> a (3H, H) view.
+        """
+        starts = [self.offsets[n] for n in names]
+        for (a0, a1), (b0, _) in zip(starts, starts[1:]):
+            if a1 != b0:
+                raise RuntimeError(f"parameters {names} are not adjacent in the store")
+        shapes = [self.params[n].shape for n in names]
+        if any(s[1:] != shapes[0][1:] for s in shapes):
+            raise RuntimeError(f"parameters {names} do not stack: {shapes}")
+        flat = self.data if which == "data" else self.grad
+        rows = sum(s[0] for s in shapes)
+        return flat[starts[0][0]:starts[-1][1]].reshape((rows,) + shapes[0][1:])
+
+    def init(self, seed, initializer_range, padding_rows=()):
+        """BERT's initialisation: weights N(0, initializer_range), biases 0, LayerNorm 1/0.
+
+        The draws come from a NumPy generator on the host in float64, in the
+        order the parameters were registered, and are then cast and copied to
+        the device: the same seed gives the same model on CPU and GPU and in
+        float32 and float64.  ``padding_rows`` lists (name, row) pairs set to 0
+        (the embedding of [PAD], as in HF).
+        """
+        rng = np.random.default_rng(seed)
+        for s in self.specs:
+            if s.init == "normal":
+                value = rng.normal(0.0, initializer_range, size=s.shape)
+            elif s.init == "ones":
+                value = np.ones(s.shape)
+            else:
+                value = np.zeros(s.shape)
+            for name, row in padding_rows:
+                if name == s.name:
+                    value[row] = 0.0
+            self.params[s.name][...] = self.xp.asarray(value.astype(self.dtype))
+
+    def zero_grad(self):
+        self.grad.fill(0)
+
+    def num_parameters(self) -> int:
+        return self.size

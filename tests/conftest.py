@@ -1,0 +1,37 @@
+"""Shared fixtures and helpers for the minibert tests."""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# ../shared next to the repository root holds the development data (never copied into the repo)
+SHARED = Path(os.environ.get("MINIBERT_SHARED", ROOT.parent / "shared"))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def padded_batch(rng, vocab_size, B=3, T=11, lengths=None, n_labels=(2, 1, 1)):
+    """A batch with padding, both segments, some MLM labels and NSP labels.
+
+    Returns dict(input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels).
+    """
+    lengths = lengths or [T, T - 4, max(3, T // 3)][:B] + [T] * max(0, B - 3)
+    ids = rng.integers(5, vocab_size, (B, T))
+    mask = np.zeros((B, T), dtype=np.int64)
+    types = np.zeros((B, T), dtype=np.int64)
+    labels = np.full((B, T), -100, dtype=np.int64)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1
+        types[b, n // 2:n] = 1          # second segment
+        ids[b, n:] = 0                  # [PAD]
+        k = n_labels[b % len(n_labels)]
+        pos = rng.choice(np.arange(1, n), size=min(k, n - 1), replace=False)
+        labels[b, pos] = rng.integers(0, vocab_size, size=len(pos))
+    nsp = rng.integers(0, 2, B)
+    return dict(input_ids=ids, token_type_ids=types, attention_mask=mask,
+                mlm_labels=labels, nsp_labels=nsp)

@@ -1,0 +1,48 @@
+"""The project's set-up: pyproject.toml and environment.yml list the same packages."""
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _split(req):
+    m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(.*)", req)
+    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", "")
+
+
+def _pyproject():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(data["dependencies"])
+    for extra in ("test", "notebooks"):
+        reqs += data["optional-dependencies"][extra]
+    return dict(_split(r) for r in reqs)
+
+
+def _environment():
+    deps = {}
+    text = (ROOT / "environment.yml").read_text().split("\ndependencies:\n", 1)[1]
+    for line in text.splitlines():
+        m = re.match(r"^\s+-\s+([^#]+?)\s*$", line)
+        if not m:
+            continue
+        item = m.group(1)
+        if item in ("pip", "pip:", "-e .") or item.startswith("python="):
+            continue
+        name, spec = _split(item)
+        deps[name] = spec
+    return deps
+
+
+def test_environment_matches_pyproject():
+    assert _environment() == _pyproject()
+
+
+def test_torch_is_pinned():
+    # an unpinned torch pulls several GB of CUDA packages
+    assert _pyproject()["torch"] == "==2.13.0"
+
+
+def test_gpu_extra_is_cupy():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(r.startswith("cupy-cuda12x") for r in data["optional-dependencies"]["gpu"])
