@@ -77,9 +77,11 @@ def test_schedule_equals_transformers():
         sched.step()
 
 
-def test_clipping_equals_torch(rng):
+@pytest.mark.parametrize("target_norm", [18.0, 1.5, 0.7])
+def test_clipping_equals_torch(rng, target_norm):
     store = small_store(rng)
-    store.grad[...] = rng.standard_normal(store.size) * 3
+    g = rng.standard_normal(store.size)
+    store.grad[...] = g * (target_norm / np.linalg.norm(g))
     tensors = [torch.tensor(g.copy(), requires_grad=True) for g in store.grads.values()]
     for t, g in zip(tensors, store.grads.values()):
         t.grad = torch.tensor(g.copy())
@@ -88,7 +90,7 @@ def test_clipping_equals_torch(rng):
     assert norm == pytest.approx(norm_t.item(), rel=1e-14)
     for t, g in zip(tensors, store.grads.values()):
         np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-14)
-    assert np.linalg.norm(store.grad) == pytest.approx(1.0, rel=1e-5)
+    assert np.linalg.norm(store.grad) == pytest.approx(min(1.0, target_norm), rel=1e-5)
 
 
 def test_ten_training_steps_follow_transformers(rng):
