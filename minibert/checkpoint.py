@@ -1,0 +1,111 @@
+"""Training checkpoints that survive a crash.
+
+A checkpoint is one ``.npz`` file holding everything a run needs to continue
+exactly where it stopped: the weights, AdamW's two moment buffers and step
+count, the training step (the schedule's position), the data stream's
+position and random state, and the run's settings (to refuse resuming a
+different run).  Dropout needs no saved state: the trainer re-seeds it from
+(seed, step) at every step.
+
+Writing is atomic: the file is written under a temporary name in the same
+directory, flushed to disk (fsync) and then renamed over the final name, so a
+``kill -9`` at any moment leaves either the old checkpoint or the new one,
+never half a file.  A SHA-256 of the arrays is stored inside and checked on
+loading, so a damaged file is reported instead of silently resumed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .backend import to_numpy
+
+_NAME = re.compile(r"^checkpoint-(\d{8})\.npz$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used (damaged, or from a different run)."""
+
+
+def checkpoint_path(directory, step) -> Path:
+    return Path(directory) / f"checkpoint-{step:08d}.npz"
+
+
+def list_checkpoints(directory) -> list[Path]:
+    """Checkpoints in ``directory``, oldest first."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
+
+
+def latest_checkpoint(directory):
+    found = list_checkpoints(directory)
+    return found[-1] if found else None
+
+
+def _digest(arrays: dict) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode())
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 3) -> Path:
+    """Write ``checkpoint-<step>.npz`` atomically and keep only the newest ``keep``.
+
+    arrays: {name: NumPy or CuPy array} (copied to the host);
+    meta: JSON-serialisable state (step, settings, RNG states, data position).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    host = {name: to_numpy(a) for name, a in arrays.items()}
+    meta = dict(meta, step=step, sha256=_digest(host))
+    final = checkpoint_path(directory, step)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".checkpoint-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **host)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    # the rename itself must reach the disk too
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(directory)[:-keep] if keep > 0 else []:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def load_checkpoint(path) -> tuple[dict, dict]:
+    """Read a checkpoint; returns (arrays, meta).  Raises ``CheckpointError`` if it is damaged."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+    except (zipfile.BadZipFile, ValueError, KeyError, EOFError, OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {path} is damaged or not a minibert checkpoint "
+                              f"({type(exc).__name__}: {exc}); delete it to resume from an earlier one") from exc
+    if meta.get("sha256") != _digest(arrays):
+        raise CheckpointError(f"checkpoint {path} is damaged: its contents do not match the checksum "
+                              f"stored inside; delete it to resume from an earlier one")
+    return arrays, meta

@@ -1,0 +1,209 @@
+"""The ``minibert`` command line: pretrain, train-tokenizer, fill-mask, demo.
+
+Every command checks its arguments first and fails with one clear line
+(exit status 2) before doing any work.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from dataclasses import fields
+from pathlib import Path
+
+from .train import TrainArgs
+
+PRETRAIN_HELP = """\
+Pre-train a BERT from scratch with masked language modelling (MLM) and next
+sentence prediction (NSP), on the CPU (NumPy) or a GPU (CuPy).
+
+The run writes into --out:
+  vocab.txt                 the WordPiece vocabulary (trained on the corpus unless --vocab)
+  metrics.jsonl             every logged step and every held-out evaluation, one JSON per line
+  checkpoint-NNNNNNNN.npz   the last --keep checkpoints (weights, optimiser, data position)
+  loss.png                  train and held-out curves, with the baselines drawn as lines
+  model/                    the final model in Hugging Face's format (config.json,
+                            model.safetensors, vocab.txt): transformers loads it as it is
+
+Ctrl-C or SIGTERM saves a checkpoint and exits with status 0; --resume continues
+exactly where the run stopped (the same losses as an uninterrupted run on the CPU).
+A NaN loss stops the run, names the step and the last good checkpoint, and saves nothing.
+"""
+
+PRETRAIN_EXAMPLES = """\
+examples:
+  minibert pretrain --corpus builtin --config tiny --steps 600 --seq-len 64 --out runs/demo
+  minibert pretrain --corpus wikitext-2 --data-dir ~/data/wikitext-2-raw --config mini \\
+                    --steps 20000 --lr 5e-4 --out runs/wt2
+  minibert pretrain --out runs/wt2 --corpus wikitext-2 --config mini --steps 20000 --lr 5e-4 --resume
+"""
+
+
+def _pretrain_parser(sub):
+    p = sub.add_parser("pretrain", help="pre-train a BERT on a corpus",
+                       description=PRETRAIN_HELP, epilog=PRETRAIN_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = TrainArgs()
+    g = p.add_argument_group("data")
+    g.add_argument("--corpus", default=d.corpus,
+                   help="'builtin' (Python's own documentation, offline), 'wikitext-2' (downloaded and "
+                        "checked, or read from --data-dir), or a text file (default: %(default)s)")
+    g.add_argument("--corpus-format", choices=["bert", "plain"], default=d.corpus_format,
+                   help="for a file: 'bert' = one sentence per line, blank line between documents; "
+                        "'plain' = ordinary text (default: %(default)s)")
+    g.add_argument("--data-dir", help="a local folder holding wiki.valid.raw / wiki.test.raw (WikiText-2)")
+    g.add_argument("--vocab", help="a BERT vocab.txt; without it a vocabulary is trained on the corpus")
+    g.add_argument("--vocab-size", type=int, default=d.vocab_size,
+                   help="size of the trained vocabulary (default: %(default)s)")
+    g.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sequence (default: %(default)s)")
+    g.add_argument("--dupe-factor", type=int, default=d.dupe_factor,
+                   help="times the corpus is cut into instances, each time differently (default: %(default)s)")
+    g = p.add_argument_group("model")
+    g.add_argument("--config", default=d.config,
+                   help="a preset (tiny, mini, small, medium, base) or a config.json (default: %(default)s)")
+    g.add_argument("--dropout", type=float, help="override the config's dropout probabilities")
+    g.add_argument("--device", choices=["cpu", "cuda"], default=d.device, help="(default: %(default)s)")
+    g.add_argument("--dtype", choices=["float32", "float64"], default=d.dtype, help="(default: %(default)s)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
+    g.add_argument("--batch-size", type=int, default=d.batch_size,
+                   help="sequences per micro-batch (default: %(default)s)")
+    g.add_argument("--accum", type=int, default=d.accum,
+                   help="micro-batches per optimiser step (default: %(default)s)")
+    g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default: %(default)s)")
+    g.add_argument("--warmup", type=int, help="warmup steps (default: 10%% of --steps)")
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay, help="(default: %(default)s)")
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm, help="(default: %(default)s)")
+    g.add_argument("--bert-adam", dest="bias_correction", action="store_false",
+                   help="google-research/bert's AdamW, without bias correction")
+    g.add_argument("--seed", type=int, default=d.seed,
+                   help="fixes weights, data, masks and dropout (default: %(default)s)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", default=d.out, help="run directory (default: %(default)s)")
+    g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    g.add_argument("--eval-every", type=int, default=d.eval_every, help="(default: %(default)s)")
+    g.add_argument("--save-every", type=int, default=d.save_every, help="(default: %(default)s)")
+    g.add_argument("--log-every", type=int, default=d.log_every, help="(default: %(default)s)")
+    g.add_argument("--keep", type=int, default=d.keep, help="checkpoints kept (default: %(default)s)")
+    g.add_argument("--stop-at", type=int,
+                   help="save and stop at this step; the schedule still runs to --steps (resume later)")
+    g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    g.add_argument("--no-plot", dest="plot", action="store_false", help="no loss-curve picture")
+    return p
+
+
+def _train_args(ns) -> TrainArgs:
+    names = {f.name for f in fields(TrainArgs)}
+    return TrainArgs(**{k: v for k, v in vars(ns).items() if k in names})
+
+
+TOKENIZER_HELP = """\
+Learn a WordPiece vocabulary from a corpus and write it as vocab.txt (BERT's
+format: one token per line, [PAD] [unused...] [UNK] [CLS] [SEP] [MASK] first).
+
+example:
+  minibert train-tokenizer --corpus builtin --vocab-size 4000 --out vocab.txt
+"""
+
+FILL_MASK_HELP = """\
+Predict the words hidden behind [MASK] in a sentence, with a model saved by
+`minibert pretrain` (its model/ directory) or any BERT directory holding
+config.json, model.safetensors and vocab.txt.
+
+example:
+  minibert fill-mask runs/demo/model "the [MASK] statement returns a value from a function ."
+"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="minibert", description="BERT pre-training from scratch, forward and backward by hand in NumPy.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run `minibert COMMAND --help` for the details of each command.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _pretrain_parser(sub)
+
+    t = sub.add_parser("train-tokenizer", help="learn a WordPiece vocabulary", description=TOKENIZER_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("--corpus", default="builtin", help="'builtin', 'wikitext-2' or a text file")
+    t.add_argument("--corpus-format", choices=["bert", "plain"], default="bert")
+    t.add_argument("--data-dir", help="a local WikiText-2 folder")
+    t.add_argument("--vocab-size", type=int, default=4000)
+    t.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
+    t.add_argument("--out", default="vocab.txt", help="the file to write (default: %(default)s)")
+
+    f = sub.add_parser("fill-mask", help="top-k predictions for [MASK] in a sentence", description=FILL_MASK_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    f.add_argument("model_dir", help="a directory with config.json, model.safetensors and vocab.txt")
+    f.add_argument("text", nargs="+", help="sentence(s) containing [MASK]")
+    f.add_argument("--top-k", type=int, default=5)
+    f.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+
+    dm = sub.add_parser("demo", help="a short pre-training run on the built-in corpus (make demo)",
+                        description="Train a tiny BERT from scratch on the built-in corpus in a few minutes "
+                                    "on a laptop CPU, then show held-out numbers against their baselines, "
+                                    "the loss curves and some fill-mask predictions.")
+    dm.add_argument("--out", default="runs/demo")
+    dm.add_argument("--steps", type=int, default=None, help="override the demo's number of steps")
+
+    ns = parser.parse_args(argv)
+    try:
+        if ns.command == "pretrain":
+            from .train import pretrain
+            result = pretrain(_train_args(ns))
+            return 0 if result.stopped_by != "nan" else 1
+        if ns.command == "train-tokenizer":
+            return _train_tokenizer(ns)
+        if ns.command == "fill-mask":
+            return _fill_mask(ns)
+        if ns.command == "demo":
+            from .demo import run_demo
+            return run_demo(ns.out, ns.steps)
+    except KeyboardInterrupt:
+        print("minibert: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
+        print(f"minibert {ns.command}: error: {exc}", file=sys.stderr)
+        return 1 if type(exc).__name__ == "TrainingError" else 2
+    return 0
+
+
+def _train_tokenizer(ns) -> int:
+    from .corpus import load_corpus
+    from .tokenizer import train_wordpiece
+    if ns.vocab_size < 10:
+        raise ValueError(f"--vocab-size must be at least 10, got {ns.vocab_size}")
+    out = Path(ns.out)
+    if out.parent and not out.parent.exists():
+        raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
+    kwargs = {"data_dir": ns.data_dir} if ns.data_dir else {}
+    if ns.corpus not in ("builtin", "wikitext-2", "wikitext2"):
+        kwargs = {"fmt": ns.corpus_format}
+    corpus = load_corpus(ns.corpus, **kwargs)
+    tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
+    out.write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
+    print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
+    return 0
+
+
+def _fill_mask(ns) -> int:
+    from .model import BertForPreTraining
+    from .tokenizer import WordPieceTokenizer
+    from .train import fill_mask
+    d = Path(ns.model_dir)
+    if not (d / "vocab.txt").is_file():
+        raise FileNotFoundError(f"{d / 'vocab.txt'} not found: fill-mask needs the model's vocabulary beside it")
+    if ns.top_k < 1:
+        raise ValueError(f"--top-k must be at least 1, got {ns.top_k}")
+    tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
+    model = BertForPreTraining.from_pretrained(d, device=ns.device)
+    for text in ns.text:
+        print(text)
+        for i, preds in enumerate(fill_mask(model, tokenizer, text, ns.top_k)):
+            shown = "  ".join(f"{tok} ({p:.3f})" for tok, p in preds)
+            print(textwrap.indent(f"[MASK] #{i + 1}: {shown}", "  "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""BERT's WordPiece tokenizer: text -> tokens -> ids, and back.
+
+Tokenization has two steps:
+
+1. :class:`~minibert.basic_tokenizer.BasicTokenizer` cuts text into words and
+   punctuation marks (cleaning, CJK, lowercasing and accent stripping).
+2. WordPiece cuts each word into pieces from the vocabulary, greedily taking the
+   longest piece that matches at the current position. Pieces that continue a
+   word start with ``##``: ``"unwanted"`` -> ``un ##want ##ed``. A word with no
+   such cut, or longer than 100 characters, becomes ``[UNK]`` as a whole.
+
+The ids are those of Hugging Face's ``BertTokenizer``/``BertTokenizerFast``
+for the same ``vocab.txt`` (the tests check every line of WikiText-2's
+validation split). Special tokens written literally in the text, such as
+``"[MASK]"``, are kept whole, as in transformers.
+
+Vocabularies are trained by :func:`train_wordpiece` (see
+:mod:`minibert.wordpiece_trainer`).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from .basic_tokenizer import BasicTokenizer
+from .textio import read_text
+from .wordpiece_trainer import train_wordpiece
+
+__all__ = ["WordPieceTokenizer", "load_vocab", "train_wordpiece", "SPECIAL_TOKENS",
+           "PAD", "UNK", "CLS", "SEP", "MASK", "MAX_CHARS_PER_WORD"]
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+MAX_CHARS_PER_WORD = 100     # longer "words" (URLs, DNA, ...) become a single [UNK]
+
+
+def load_vocab(path: str | os.PathLike) -> list[str]:
+    """Read a ``vocab.txt``: one token per line, the line number (from 0) is its id.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not UTF-8 (with the byte offset), empty, or a token listed twice.
+    """
+    path = Path(path)
+    lines = read_text(path, what="vocabulary file").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()                     # the file's final newline
+    vocab = [line.rstrip("\r") for line in lines]
+    if not vocab:
+        raise ValueError(f"{path}: the vocabulary file is empty; it needs one token per line.")
+    seen: dict[str, int] = {}
+    for i, token in enumerate(vocab):
+        if token in seen:
+            raise ValueError(f"{path}, line {i + 1}: token {token!r} is already on line "
+                             f"{seen[token] + 1}; every token must be listed once.")
+        seen[token] = i
+    return vocab
+
+
+class WordPieceTokenizer:
+    """BERT's tokenizer for a given vocabulary.
+
+    Args:
+        vocab: the tokens; ``vocab[i]`` has id ``i``. It must contain
+            ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (anywhere).
+        do_lower_case: ``True`` for uncased vocabularies (lowercase and strip accents).
+        source: where the vocabulary came from, used in error messages.
+    """
+
+    def __init__(self, vocab: list[str], do_lower_case: bool = True, source: str = "vocabulary"):
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise ValueError(
+                f"{source}: missing special token(s) {' '.join(missing)}. A BERT vocabulary needs "
+                f"{' '.join(SPECIAL_TOKENS)}; add them (BERT puts [PAD] on line 1 and "
+                "[UNK] [CLS] [SEP] [MASK] on lines 101-104) or train one with train_wordpiece().")
+        self.vocab: list[str] = list(vocab)
+        self.token_to_id: dict[str, int] = {t: i for i, t in enumerate(self.vocab)}
+        if len(self.token_to_id) != len(self.vocab):
+            raise ValueError(f"{source}: some tokens are listed more than once.")
+        self.do_lower_case = do_lower_case
+        self.basic = BasicTokenizer(do_lower_case=do_lower_case)
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            self.token_to_id[t] for t in SPECIAL_TOKENS)
+        # WordPiece never needs to try a piece longer than the longest one in the vocabulary.
+        self._max_piece_chars = max(len(t[2:]) if t.startswith("##") else len(t) for t in self.vocab)
+        self._word_memo: dict[str, tuple[list[str], list[int]]] = {}
+        self._special_re = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_vocab_file(cls, path: str | os.PathLike, do_lower_case: bool = True) -> "WordPieceTokenizer":
+        """Load BERT's ``vocab.txt`` (or a file written by :meth:`save_vocabulary`)."""
+        return cls(load_vocab(path), do_lower_case=do_lower_case, source=str(path))
+
+    def save_vocabulary(self, directory: str | os.PathLike) -> Path:
+        """Write ``vocab.txt`` into ``directory`` (created if needed); returns its path."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "vocab.txt"
+        path.write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
+        return path
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the vocabulary and the casing: two tokenizers with the same
+        fingerprint give the same ids for every text (used as a cache key)."""
+        h = hashlib.sha256(f"minibert-wordpiece-v1 lower={self.do_lower_case}\n".encode())
+        h.update("\n".join(self.vocab).encode("utf-8"))
+        return h.hexdigest()
+
+    # ------------------------------------------------------------------ tokenizing
+    def tokenize(self, text: str) -> list[str]:
+        """Text -> WordPiece tokens, e.g. ``"UNwant\\u00e9d,running"`` -> ``un ##want ##ed , runn ##ing``."""
+        tokens: list[str] = []
+        for part, special in self._split_special(text):
+            if special:
+                tokens.append(part)
+                continue
+            for chunk in self.basic.chunks(part):
+                for word in self.basic.split_chunk(chunk):
+                    tokens.extend(self._wordpiece(word)[0])
+        return tokens
+
+    def tokenize_to_ids(self, text: str) -> list[int]:
+        """``convert_tokens_to_ids(tokenize(text))``, only faster (no special tokens added)."""
+        ids: list[int] = []
+        for part, special in self._split_special(text):
+            if special:
+                ids.append(self.token_to_id[part])
+                continue
+            for chunk in self.basic.chunks(part):
+                for word in self.basic.split_chunk(chunk):
+                    ids.extend(self._wordpiece(word)[1])
+        return ids
+
+    def _split_special(self, text: str):
+        """Yield (piece, is_special_token) so that "[MASK]" in the text stays one token."""
+        if "[" not in text:
+            yield text, False
+            return
+        for i, part in enumerate(self._special_re.split(text)):
+            if part:
+                yield part, i % 2 == 1
+
+    def _wordpiece(self, word: str) -> tuple[list[str], list[int]]:
+        """Greedy longest-match-first WordPiece for one word, memoised: (tokens, ids)."""
+        hit = self._word_memo.get(word)
+        if hit is not None:
+            return hit
+        pieces = self._wordpiece_uncached(word)
+        result = (pieces, [self.token_to_id[p] for p in pieces])
+        if len(self._word_memo) >= 1_000_000:
+            self._word_memo.clear()
+        self._word_memo[word] = result
+        return result
+
+    def _wordpiece_uncached(self, word: str) -> list[str]:
+        if len(word) > MAX_CHARS_PER_WORD:
+            return [UNK]
+        vocab = self.token_to_id
+        pieces: list[str] = []
+        start = 0
+        while start < len(word):
+            # try the longest candidate first, then shorter ones
+            end = min(len(word), start + self._max_piece_chars)
+            while end > start:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in vocab:
+                    break
+                end -= 1
+            else:
+                return [UNK]            # no piece fits here: the whole word is unknown
+            pieces.append(piece)
+            start = end
+        return pieces
+
+    # ------------------------------------------------------------------ ids
+    def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]:
+        """Tokens -> ids; tokens not in the vocabulary map to the id of ``[UNK]``."""
+        get, unk = self.token_to_id.get, self.unk_id
+        return [get(t, unk) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids) -> list[str]:
+        """Ids (any iterable of ints, e.g. a NumPy row) -> tokens."""
+        n = len(self.vocab)
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < n:
+                raise ValueError(f"token id {i} is outside the vocabulary (0..{n - 1}).")
+            out.append(self.vocab[i])
+        return out
+
+    def encode(self, text_a: str, text_b: str | None = None, max_length: int | None = None) -> dict:
+        """Model inputs for one text, ``[CLS] A [SEP]``, or a pair, ``[CLS] A [SEP] B [SEP]``.
+
+        With ``max_length``, tokens are removed one at a time from the end of the
+        longer of A and B (B when they tie) until the sequence fits, as google-research/bert
+        and transformers' Python ``BertTokenizer`` do. (The Rust ``BertTokenizerFast`` shares
+        the cut between equally long segments the other way round, so the two can differ by
+        one token in each segment.)
+
+        Returns:
+            dict with ``input_ids``, ``token_type_ids`` (0 for ``[CLS]``, A and the first
+            ``[SEP]``; 1 for B and its ``[SEP]``) and ``attention_mask`` (all 1): lists of int
+            of equal length.
+        """
+        ids_a = self.tokenize_to_ids(text_a)
+        ids_b = self.tokenize_to_ids(text_b) if text_b is not None else None
+        n_special = 2 if ids_b is None else 3
+        if max_length is not None:
+            if max_length < n_special:
+                raise ValueError(f"max_length={max_length} cannot hold the {n_special} special tokens "
+                                 f"of {'[CLS] A [SEP]' if ids_b is None else '[CLS] A [SEP] B [SEP]'}; "
+                                 f"use max_length >= {n_special}.")
+            budget = max_length - n_special
+            if ids_b is None:
+                del ids_a[budget:]
+            else:
+                while len(ids_a) + len(ids_b) > budget:
+                    (ids_a if len(ids_a) > len(ids_b) else ids_b).pop()
+        input_ids = [self.cls_id, *ids_a, self.sep_id]
+        token_type_ids = [0] * len(input_ids)
+        if ids_b is not None:
+            input_ids += [*ids_b, self.sep_id]
+            token_type_ids += [1] * (len(ids_b) + 1)
+        return {"input_ids": input_ids, "token_type_ids": token_type_ids,
+                "attention_mask": [1] * len(input_ids)}
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Ids -> text: tokens joined by spaces, ``##`` pieces glued to the piece before.
+
+        Lowercasing, accents and the spacing around punctuation are not undone.
+        """
+        tokens = self.convert_ids_to_tokens(ids)
+        if skip_special_tokens:
+            tokens = [t for t in tokens if t not in SPECIAL_TOKENS]
+        return " ".join(tokens).replace(" ##", "")

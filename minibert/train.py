@@ -1,0 +1,537 @@
+"""Pre-training BERT with masked language modelling and next sentence prediction.
+
+``pretrain(TrainArgs(...))`` is the whole job, used by ``minibert pretrain``,
+``make demo`` and the pre-training notebook alike:
+
+1. set-up: check every argument, load the corpus, load or train the
+   WordPiece vocabulary, split off held-out documents, cut NSP instances;
+2. the model and AdamW (or both restored from the last checkpoint);
+3. the loop: for each step, a freshly masked batch (or several, with
+   gradient accumulation), forward, backward, clip, AdamW with the
+   warmup-then-decay learning rate; log, evaluate on held-out data, save;
+4. the end: a last checkpoint, the model in Hugging Face's format with its
+   ``vocab.txt``, ``metrics.jsonl`` and a loss-curve picture.
+
+Reproducible: one seed fixes the initial weights, the instances, the batch
+order, every mask and every dropout mask (re-seeded from (seed, step) at each
+step), so a run resumed from a checkpoint continues exactly as if it had
+never stopped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .backend import get_xp, to_numpy
+from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import PRESETS, BertConfig
+from .corpus import Corpus
+from .model import BertForPreTraining
+from .optim import AdamW, clip_grad_norm, linear_warmup_decay
+
+VOCAB_NAME = "vocab.txt"
+METRICS_NAME = "metrics.jsonl"
+PLOT_NAME = "loss.png"
+
+
+class TrainingError(RuntimeError):
+    """The run cannot go on (e.g. the loss became NaN); the message says why and what is saved."""
+
+
+@dataclass
+class TrainArgs:
+    """Every setting of a pre-training run (the command line's flags, one to one)."""
+    corpus: str = "builtin"            # "builtin", "wikitext-2", or a path (one sentence per line)
+    corpus_format: str = "bert"        # for a path: "bert" or "plain"
+    data_dir: str | None = None        # a local WikiText-2 folder
+    vocab: str | None = None           # a vocab.txt; None: train one on the corpus
+    vocab_size: int = 4000             # size of the trained vocabulary
+    config: str = "tiny"               # a preset name or a config.json
+    steps: int = 1000
+    batch_size: int = 32
+    seq_len: int = 128
+    lr: float = 1e-3
+    warmup: int | None = None          # None: 10% of the steps
+    accum: int = 1                     # micro-batches per optimiser step
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    bias_correction: bool = True       # False: google-research/bert's AdamW
+    dropout: float | None = None       # None: the config's (0.1 for the presets)
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    out: str = "runs/minibert"
+    resume: bool = False
+    eval_every: int = 100
+    save_every: int = 100
+    keep: int = 3                      # checkpoints kept
+    log_every: int = 10
+    stop_at: int | None = None         # save and stop at this step (the schedule still runs to `steps`)
+    heldout_fraction: float = 0.05
+    eval_instances: int = 256
+    dupe_factor: int = 2
+    max_predictions: int | None = None # None: ceil(0.15 * seq_len)
+    cache_dir: str | None = None
+    progress: bool = True
+    plot: bool = True
+
+    @property
+    def warmup_steps(self) -> int:
+        return int(0.1 * self.steps) if self.warmup is None else self.warmup
+
+
+@dataclass
+class RunResult:
+    out: Path
+    step: int
+    history: list = field(default_factory=list)   # every record written to metrics.jsonl
+    final_eval: dict | None = None
+    model: object = None
+    tokenizer: object = None
+    stopped_by: str | None = None                  # "SIGINT", "SIGTERM", "stop_at" or None
+
+
+# ------------------------------------------------------------------------ checks
+def check_args(a: TrainArgs) -> BertConfig:
+    """Every argument checked before any work; returns the model config (vocab size to be set)."""
+    positive = dict(steps=a.steps, batch_size=a.batch_size, accum=a.accum, eval_every=a.eval_every,
+                    save_every=a.save_every, keep=a.keep, log_every=a.log_every, vocab_size=a.vocab_size,
+                    eval_instances=a.eval_instances, dupe_factor=a.dupe_factor)
+    for name, value in positive.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    if not a.lr > 0 or not math.isfinite(a.lr):
+        raise ValueError(f"--lr must be a positive number, got {a.lr!r}")
+    if not 0 <= a.warmup_steps <= a.steps:
+        raise ValueError(f"--warmup must be between 0 and --steps ({a.steps}), got {a.warmup_steps}")
+    if a.stop_at is not None and not 0 < a.stop_at <= a.steps:
+        raise ValueError(f"--stop-at must be between 1 and --steps ({a.steps}), got {a.stop_at}")
+    if not 0 < a.heldout_fraction < 1:
+        raise ValueError(f"heldout_fraction must be in (0, 1), got {a.heldout_fraction}")
+    if a.dropout is not None and not 0 <= a.dropout < 1:
+        raise ValueError(f"--dropout must be in [0, 1), got {a.dropout}")
+    config = load_model_config(a.config)
+    if a.dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = a.dropout
+    # [CLS] A [SEP] B [SEP] needs 3 special tokens and at least one token on each side
+    if not 5 <= a.seq_len <= config.max_position_embeddings:
+        raise ValueError(f"--seq-len must be between 5 ([CLS] A [SEP] B [SEP]) and the config's "
+                         f"max_position_embeddings={config.max_position_embeddings}, got {a.seq_len}")
+    get_xp(a.device)  # a clear error now if CuPy or the GPU is missing
+    from .backend import resolve_dtype
+    resolve_dtype(a.dtype)
+    if a.vocab is not None and not Path(a.vocab).is_file():
+        raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
+    check_writable(Path(a.out))
+    return config
+
+
+def load_model_config(spec: str) -> BertConfig:
+    """A preset name (tiny, mini, ...) or the path of a config.json."""
+    if spec in PRESETS:
+        return BertConfig.from_preset(spec)
+    if spec.endswith(".json") or Path(spec).is_file():
+        return BertConfig.from_json_file(spec)
+    raise ValueError(f"--config {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
+
+
+def check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise PermissionError(f"--out {out} is not writable ({exc.strerror or exc})") from exc
+
+
+# -------------------------------------------------------------------------- data
+def split_documents(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus, Corpus]:
+    """Hold out whole documents (at least 2, so NotNext pairs exist there too)."""
+    n = corpus.num_documents
+    n_held = max(2, round(n * fraction))
+    if n - n_held < 2:
+        raise ValueError(f"corpus {corpus.name!r} has {n} documents: too few to hold out {n_held} for "
+                         f"evaluation and keep 2 for training")
+    order = np.random.default_rng((seed, 1)).permutation(n)
+    held = set(order[:n_held].tolist())
+    docs = corpus.documents
+    return (Corpus(corpus.name + " (train)", [d for i, d in enumerate(docs) if i not in held]),
+            Corpus(corpus.name + " (held-out)", [d for i, d in enumerate(docs) if i in held]))
+
+
+class BatchStream:
+    """An endless stream of freshly masked batches, resumable from (epoch, index).
+
+    Epoch e visits the instances in the order ``default_rng((seed, e))``
+    draws; batch i of epoch e is masked with ``default_rng((seed, e, i))``.
+    A batch therefore depends only on (seed, epoch, index): resuming needs
+    those two numbers, and skipping ahead costs nothing.
+    """
+
+    def __init__(self, dataset, batch_size: int, seed: int):
+        if len(dataset) < batch_size:
+            raise ValueError(f"the corpus gives {len(dataset)} training instances, fewer than "
+                             f"--batch-size {batch_size}; use a smaller batch or a larger corpus")
+        self.dataset, self.batch_size, self.seed = dataset, batch_size, seed
+        self.per_epoch = len(dataset) // batch_size   # the remainder waits for the next epoch's shuffle
+        self.epoch, self.index = 0, 0
+        self._order_epoch, self._order = None, None
+
+    def next_batch(self) -> dict:
+        if self.index == self.per_epoch:
+            self.epoch, self.index = self.epoch + 1, 0
+        if self._order_epoch != self.epoch:
+            self._order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.dataset))
+            self._order_epoch = self.epoch
+        take = self._order[self.index * self.batch_size:(self.index + 1) * self.batch_size]
+        rng = np.random.default_rng((self.seed, self.epoch, self.index))
+        self.index += 1
+        return self.dataset.collate([self.dataset.instances[j] for j in take], rng)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+
+
+def prepare_data(a: TrainArgs, out: Path):
+    """Corpus, tokenizer, training stream and fixed held-out batches."""
+    from .corpus import load_corpus
+    from .pretraining_data import build_pretraining_dataset
+    from .tokenizer import WordPieceTokenizer, train_wordpiece
+
+    kwargs = {"data_dir": a.data_dir} if a.corpus in ("wikitext-2", "wikitext2") and a.data_dir else {}
+    if a.corpus not in ("builtin", "wikitext-2", "wikitext2"):
+        kwargs = {"fmt": a.corpus_format}
+    corpus = load_corpus(a.corpus, **kwargs)
+    train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
+
+    saved_vocab = out / VOCAB_NAME
+    if a.vocab is not None:
+        tokenizer = WordPieceTokenizer.from_vocab_file(a.vocab)
+    elif a.resume and saved_vocab.is_file():
+        tokenizer = WordPieceTokenizer.from_vocab_file(saved_vocab)   # the run's own vocabulary
+    else:
+        # the vocabulary is learned from the training documents only
+        tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
+    tokenizer.save_vocabulary(out)
+
+    cache = a.cache_dir if a.cache_dir is not None else None
+    common = dict(max_seq_length=a.seq_len, max_predictions_per_seq=a.max_predictions, cache_dir=cache)
+    train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=a.dupe_factor, seed=a.seed, **common)
+    held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=a.seed + 1, **common)
+    # held-out batches are masked once, with a fixed generator, so evaluations compare
+    rng = np.random.default_rng((a.seed, 2))
+    chosen = rng.permutation(len(held))[: a.eval_instances]
+    eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + a.batch_size]], rng)
+                    for i in range(0, len(chosen), a.batch_size)]
+    return corpus, tokenizer, BatchStream(train, a.batch_size, a.seed), eval_batches
+
+
+def unigram_entropy(eval_batches) -> float:
+    """Entropy (nats) of the masked target tokens: the MLM loss of the best context-free guess."""
+    labels = np.concatenate([b["mlm_labels"].ravel() for b in eval_batches])
+    _, counts = np.unique(labels[labels != -100], return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+# ----------------------------------------------------------------------- metrics
+def batch_stats(model, out, batch) -> dict:
+    """Sums over one batch: losses weighted by their counts, correct predictions, counts."""
+    xp = model.xp
+    labels = xp.asarray(batch["mlm_labels"]).reshape(-1)[out.mlm_positions]
+    nsp = xp.asarray(batch["nsp_labels"])
+    n_mlm, n_nsp = int(labels.size), int(nsp.size)
+    return dict(
+        mlm_loss=float(out.mlm_loss) * n_mlm, nsp_loss=float(out.nsp_loss) * n_nsp,
+        mlm_correct=int((out.mlm_logits.argmax(-1) == labels).sum()),
+        nsp_correct=int((out.nsp_logits.argmax(-1) == nsp).sum()),
+        n_mlm=n_mlm, n_nsp=n_nsp, tokens=int(batch["attention_mask"].sum()))
+
+
+def summarize(sums: dict) -> dict:
+    mlm, nsp = max(sums["n_mlm"], 1), max(sums["n_nsp"], 1)
+    return dict(mlm_loss=sums["mlm_loss"] / mlm, nsp_loss=sums["nsp_loss"] / nsp,
+                loss=sums["mlm_loss"] / mlm + sums["nsp_loss"] / nsp,
+                mlm_acc=sums["mlm_correct"] / mlm, nsp_acc=sums["nsp_correct"] / nsp)
+
+
+def add(total: dict, part: dict) -> dict:
+    return {k: total.get(k, 0) + v for k, v in part.items()}
+
+
+def evaluate(model, eval_batches) -> dict:
+    """Held-out MLM loss and accuracy, NSP loss and accuracy (dropout off).
+
+    ``nsp_majority`` is the accuracy of always answering the more common NSP
+    label of these batches: the bar NSP accuracy must clear, besides 50%.
+    """
+    sums = {}
+    for batch in eval_batches:
+        out = model.forward(**batch, train=False)
+        sums = add(sums, batch_stats(model, out, batch))
+    model._cache = None  # an evaluation is never back-propagated
+    not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
+    return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next))
+
+
+# ------------------------------------------------------------------- checkpoints
+def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str) -> dict:
+    """What must match for a checkpoint to be resumed by this run."""
+    return dict(config=config.to_dict(), corpus=corpus_fp, vocab=vocab_fp, steps=a.steps,
+                batch_size=a.batch_size, seq_len=a.seq_len, lr=a.lr, warmup=a.warmup_steps, accum=a.accum,
+                weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm,
+                bias_correction=a.bias_correction, seed=a.seed, dtype=a.dtype, dupe_factor=a.dupe_factor)
+
+
+def save_run(out, step, model, opt, stream, identity, keep) -> Path:
+    xp = model.xp
+    if not bool(xp.isfinite(model.params.data).all()):
+        raise TrainingError(f"step {step}: the weights hold NaN or inf; not writing a poisoned checkpoint")
+    arrays = {"params": model.params.data, "adam_m": opt.m, "adam_v": opt.v}
+    meta = {"run": identity, "adam_t": opt.t, "data": stream.state_dict()}
+    return save_checkpoint(out, step, arrays, meta, keep=keep)
+
+
+def restore_run(path, model, opt, stream, identity) -> int:
+    arrays, meta = load_checkpoint(path)
+    theirs = meta.get("run", {})
+    diff = sorted(k for k in set(identity) | set(theirs) if identity.get(k) != theirs.get(k))
+    if diff:
+        detail = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs now {identity.get(k)!r}"
+                           for k in diff if k not in ("config", "corpus", "vocab"))
+        detail += "".join(f", {k} differs" for k in diff if k in ("config", "corpus", "vocab"))
+        raise CheckpointError(f"{path} belongs to a different run ({detail.lstrip(', ')}); "
+                              f"use another --out or the same settings")
+    xp = model.xp
+    model.params.data[...] = xp.asarray(arrays["params"])
+    opt.m[...] = xp.asarray(arrays["adam_m"])
+    opt.v[...] = xp.asarray(arrays["adam_v"])
+    opt.t = int(meta["adam_t"])
+    stream.load_state_dict(meta["data"])
+    return int(meta["step"])
+
+
+class StopSignal:
+    """Turns SIGINT (Ctrl-C) and SIGTERM into a request to save and stop after the current step."""
+
+    def __init__(self):
+        self.received, self._old = None, {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave the defaults alone
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+# -------------------------------------------------------------------------- loop
+def pretrain(a: TrainArgs, log=print) -> RunResult:
+    """Run (or resume) a pre-training job; see the module docstring."""
+    config = check_args(a)
+    out = Path(a.out)
+    checkpoint = latest_checkpoint(out) if a.resume else None
+    if a.resume and checkpoint is None:
+        raise CheckpointError(f"--resume: no checkpoint in {out}")
+    if checkpoint is not None:
+        load_checkpoint(checkpoint)  # a damaged file is reported now, before any work
+    if not a.resume and latest_checkpoint(out) is not None:
+        raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue it, "
+                         f"or choose another --out")
+
+    corpus, tokenizer, stream, eval_batches = prepare_data(a, out)
+    config.vocab_size = tokenizer.vocab_size
+    config.pad_token_id = tokenizer.pad_id
+    model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device)
+    opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
+    identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
+    step = restore_run(checkpoint, model, opt, stream, identity) if checkpoint else 0
+
+    baseline = unigram_entropy(eval_batches)
+    log(f"corpus: {corpus}")
+    log(f"model: {a.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
+        f"{stream.per_epoch} batches of {a.batch_size} per epoch")
+    log(f"baselines: MLM loss {baseline:.3f} (unigram entropy of the masked targets), NSP accuracy 50%")
+    if checkpoint:
+        log(f"resumed from {checkpoint} at step {step}")
+
+    metrics_path = out / METRICS_NAME
+    history = _read_history(metrics_path, upto=step)
+    _write_history(metrics_path, history)
+    metrics = metrics_path.open("a")
+
+    def record(entry):
+        history.append(entry)
+        metrics.write(json.dumps(entry) + "\n")
+        metrics.flush()
+
+    if step == 0:
+        record(dict(kind="eval", step=0, **evaluate(model, eval_batches), unigram_entropy=baseline))
+
+    from tqdm.auto import tqdm
+    bar = tqdm(total=a.steps, initial=step, disable=not a.progress, unit="step", dynamic_ncols=True)
+    last_ckpt, stopped_by, window, t0 = checkpoint, None, {}, time.perf_counter()
+    end = a.stop_at if a.stop_at is not None else a.steps
+    try:
+        # a diverging run overflows: the finiteness check below reports it
+        # in one line instead of a wall of NumPy warnings
+        with StopSignal() as stop, np.errstate(over="ignore", invalid="ignore"):
+            while step < end:
+                # ---- one optimiser step: accum micro-batches, clip, AdamW
+                model._seed_dropout((a.seed, step))       # dropout masks depend on (seed, step) only
+                lr = a.lr * linear_warmup_decay(step, a.steps, a.warmup_steps)
+                sums = {}
+                for micro in range(a.accum):
+                    batch = stream.next_batch()
+                    out_ = model.forward(**batch, train=True)
+                    model.backward(accumulate=micro > 0)
+                    sums = add(sums, batch_stats(model, out_, batch))
+                if a.accum > 1:
+                    model.params.grad *= 1.0 / a.accum       # the mean over micro-batches
+                stats = summarize(sums)
+                grad_norm = clip_grad_norm(model.params, a.max_grad_norm)
+                if not (math.isfinite(stats["loss"]) and math.isfinite(grad_norm)):
+                    raise TrainingError(f"step {step + 1}: the loss is {stats['loss']} (gradient norm "
+                                        f"{grad_norm}); stopped without saving. Last good checkpoint: "
+                                        f"{last_ckpt or 'none'}. Try a lower --lr.")
+                opt.step(lr)
+                step += 1
+
+                # ---- logging
+                window = add(window, dict(sums, grad_norm=grad_norm, steps=1))
+                if step % a.log_every == 0 or step == end:
+                    elapsed = time.perf_counter() - t0
+                    entry = dict(kind="train", step=step, **summarize(window), lr=lr,
+                                 grad_norm=window["grad_norm"] / window["steps"],
+                                 tokens_per_s=window["tokens"] / max(elapsed, 1e-9))
+                    record(entry)
+                    bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
+                                    nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
+                    window, t0 = {}, time.perf_counter()
+                bar.update(1)
+                if step % a.eval_every == 0 or step == a.steps:
+                    record(dict(kind="eval", step=step, **evaluate(model, eval_batches),
+                                unigram_entropy=baseline))
+                if stop.received or step % a.save_every == 0 or step == end:
+                    last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep)
+                if stop.received:
+                    stopped_by = stop.received
+                    log(f"\n{stopped_by} received: saved {last_ckpt} at step {step}; "
+                        f"continue with --resume")
+                    break
+            else:
+                if a.stop_at is not None and step < a.steps:
+                    stopped_by = "stop_at"
+    finally:
+        bar.close()
+        metrics.close()
+
+    final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
+    result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=model,
+                       tokenizer=tokenizer, stopped_by=stopped_by)
+    if step == a.steps:
+        export_dir = out / "model"
+        model.save_pretrained(export_dir)
+        tokenizer.save_vocabulary(export_dir)
+        log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
+    if a.plot:
+        plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size)
+        log(f"loss curves: {out / PLOT_NAME}")
+    return result
+
+
+def _read_history(path: Path, upto: int) -> list:
+    """The records of an earlier run up to step ``upto`` (those after it are replayed on resume)."""
+    if not path.is_file():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in records if r["step"] <= upto]
+
+
+def _write_history(path: Path, records: list) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    os.replace(tmp, path)
+
+
+# -------------------------------------------------------------------------- plot
+def plot_history(history, path, vocab_size=None):
+    """Train and held-out MLM loss, and accuracies, with the baselines drawn as lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [h for h in history if h["kind"] == "train"]
+    evals = [h for h in history if h["kind"] == "eval"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        ax1.plot([h["step"] for h in train], [h["mlm_loss"] for h in train], lw=1, alpha=0.7,
+                 label="MLM loss (train)")
+    if evals:
+        ax1.plot([h["step"] for h in evals], [h["mlm_loss"] for h in evals], "o-", ms=3,
+                 label="MLM loss (held-out)")
+        ax1.axhline(evals[-1]["unigram_entropy"], color="gray", ls="--", label="unigram entropy")
+    if vocab_size:
+        ax1.axhline(math.log(vocab_size), color="gray", ls=":", label="ln V (uniform guess)")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("nats per masked token")
+    ax1.set_title("Masked language modelling")
+    ax1.legend(fontsize=8)
+    if evals:
+        ax2.plot([h["step"] for h in evals], [h["nsp_acc"] for h in evals], "o-", ms=3,
+                 label="NSP accuracy (held-out)")
+        ax2.plot([h["step"] for h in evals], [h["mlm_acc"] for h in evals], "s-", ms=3,
+                 label="MLM accuracy (held-out)")
+    if train:
+        ax2.plot([h["step"] for h in train], [h["nsp_acc"] for h in train], lw=1, alpha=0.4,
+                 label="NSP accuracy (train)")
+    ax2.axhline(0.5, color="gray", ls="--", label="NSP chance (50%)")
+    if evals and evals[-1]["nsp_majority"] > 0.5:
+        ax2.axhline(evals[-1]["nsp_majority"], color="gray", ls=":", label="NSP: more common label")
+    ax2.set_ylim(0, 1)
+    ax2.set_xlabel("step")
+    ax2.set_title("Accuracy")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------- fill-mask
+def fill_mask(model, tokenizer, text: str, top_k: int = 5):
+    """Top-k predictions for each ``[MASK]`` in ``text``: a list (one per mask) of (token, probability)."""
+    enc = tokenizer.encode(text, max_length=model.config.max_position_embeddings)
+    ids = np.asarray([enc["input_ids"]])
+    positions = np.flatnonzero(ids[0] == tokenizer.mask_id)
+    if positions.size == 0:
+        raise ValueError(f"no [MASK] in {text!r}: write [MASK] where a word should be predicted")
+    out = model.forward(ids, np.asarray([enc["token_type_ids"]]), np.asarray([enc["attention_mask"]]),
+                        train=False)
+    model._cache = None
+    logits = to_numpy(out.mlm_logits[0, positions]).astype(np.float64)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    result = []
+    for p in probs:
+        top = np.argsort(-p)[:top_k]
+        result.append([(tokenizer.convert_ids_to_tokens([int(i)])[0], float(p[i])) for i in top])
+    return result

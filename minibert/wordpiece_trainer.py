@@ -1,0 +1,168 @@
+"""Training a WordPiece vocabulary from text.
+
+The algorithm is byte-pair-encoding style merging written in WordPiece's
+notation, the way Hugging Face's ``tokenizers`` trains BERT vocabularies:
+
+1. Split every text into words with BERT's basic tokenizer and count them.
+2. Start from characters: a word is spelled as its first character followed by
+   ``##``-marked continuation characters, ``"low"`` -> ``l ##o ##w``. The
+   ``limit_alphabet`` most frequent characters form the initial vocabulary;
+   words with any other character are left out (they will become ``[UNK]``).
+3. Count every pair of adjacent symbols, each weighted by its word's count.
+   Merge the most frequent pair everywhere (``l`` + ``##o`` -> ``lo``,
+   ``##o`` + ``##w`` -> ``##ow``) and add the merged symbol to the vocabulary.
+   Ties go to the pair that sorts first, so training is deterministic.
+4. Repeat step 3 until the vocabulary has ``vocab_size`` tokens or no pair is
+   seen at least ``min_frequency`` times.
+
+Only the words whose spelling contains the merged pair change in step 3, so the
+trainer keeps, for each pair, the set of words that contain it and updates the
+counts of just those words; a heap finds the most frequent pair quickly.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from .basic_tokenizer import BasicTokenizer
+from .textio import read_text
+
+__all__ = ["train_wordpiece", "bert_special_layout"]
+
+
+def bert_special_layout(num_unused: int = 99) -> list[str]:
+    """The special tokens where BERT's own vocabularies have them: ``[PAD]`` at id 0,
+    ``[unused0]`` ... at ids 1..num_unused, then ``[UNK] [CLS] [SEP] [MASK]``.
+
+    With the default 99 unused slots the ids are BERT's (0, 100, 101, 102, 103);
+    ``num_unused=0`` packs the five special tokens into ids 0-4.
+    """
+    return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _texts(texts_or_files: Iterable[str | os.PathLike]) -> Iterable[str]:
+    """Strings are text; ``pathlib.Path`` (any ``os.PathLike``) items are files to read."""
+    if isinstance(texts_or_files, (str, os.PathLike)):
+        texts_or_files = [texts_or_files]
+    for item in texts_or_files:
+        if isinstance(item, os.PathLike):
+            yield read_text(Path(item), what="training file")
+        else:
+            yield item
+
+
+def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
+                    do_lower_case: bool = True, min_frequency: int = 2, limit_alphabet: int = 1000,
+                    num_unused: int = 99):
+    """Learn a WordPiece vocabulary of at most ``vocab_size`` tokens (see the module docstring).
+
+    Args:
+        texts_or_files: strings of text, or ``pathlib.Path`` objects of UTF-8 text files,
+            or a single one of either.
+        vocab_size: the size of the vocabulary, special tokens included.
+        do_lower_case: train an uncased vocabulary (lowercase, accents stripped).
+        min_frequency: stop merging when the best pair is seen fewer times than this.
+        limit_alphabet: keep at most this many distinct characters.
+        num_unused: ``[unusedN]`` slots between ``[PAD]`` and ``[UNK]`` (see
+            :func:`bert_special_layout`).
+
+    Returns:
+        a :class:`~minibert.tokenizer.WordPieceTokenizer`; its ``vocab`` lists, in order,
+        the special tokens, the single characters (word-initial, then ``##`` forms) and the
+        merged pieces in the order they were learned.
+    """
+    from .tokenizer import WordPieceTokenizer
+
+    specials = bert_special_layout(num_unused)
+    if vocab_size <= len(specials):
+        raise ValueError(f"vocab_size={vocab_size} leaves no room next to the {len(specials)} special "
+                         f"tokens; use a larger vocab_size or fewer unused slots (num_unused).")
+    if min_frequency < 1 or limit_alphabet < 1:
+        raise ValueError("min_frequency and limit_alphabet must be at least 1.")
+
+    # 1. word counts
+    basic = BasicTokenizer(do_lower_case=do_lower_case)
+    word_counts: Counter[str] = Counter()
+    for text in _texts(texts_or_files):
+        word_counts.update(basic.tokenize(text))
+    if not word_counts:
+        raise ValueError("train_wordpiece: the training text has no words; give it some text.")
+
+    # 2. the alphabet: most frequent characters first, ties in code point order
+    char_counts: Counter[str] = Counter()
+    for word, n in word_counts.items():
+        for ch in word:
+            char_counts[ch] += n
+    alphabet = sorted(char_counts, key=lambda c: (-char_counts[c], c))[:limit_alphabet]
+    allowed = set(alphabet)
+    words = sorted(w for w in word_counts if set(w) <= allowed)
+    counts = [word_counts[w] for w in words]
+    spellings = [[w[0], *("##" + c for c in w[1:])] for w in words]
+
+    vocab = list(specials)
+    in_vocab = set(vocab)
+    initial = sorted({s[0] for s in spellings})
+    continuation = sorted({p for s in spellings for p in s[1:]})
+    for token in initial + continuation:
+        if token not in in_vocab and len(vocab) < vocab_size:
+            vocab.append(token)
+            in_vocab.add(token)
+
+    # 3. pair counts, and which words contain each pair
+    pair_count: Counter[tuple[str, str]] = Counter()
+    pair_words: dict[tuple[str, str], set[int]] = {}
+    for i, s in enumerate(spellings):
+        for pair in zip(s, s[1:]):
+            pair_count[pair] += counts[i]
+            pair_words.setdefault(pair, set()).add(i)
+    heap = [(-n, pair) for pair, n in pair_count.items()]
+    heapq.heapify(heap)
+
+    while len(vocab) < vocab_size and heap:
+        neg, pair = heapq.heappop(heap)
+        if pair_count.get(pair, 0) != -neg:
+            continue                      # stale heap entry: the count has changed since
+        if -neg < min_frequency:
+            break
+        a, b = pair
+        merged = a + b[2:]                # b always starts with "##"
+        if merged not in in_vocab:
+            vocab.append(merged)
+            in_vocab.add(merged)
+        changed: set[tuple[str, str]] = set()
+        for i in sorted(pair_words.pop(pair, ())):
+            old = spellings[i]
+            new = _merge(old, a, b, merged)
+            for p in zip(old, old[1:]):   # forget the word's old pairs ...
+                pair_count[p] -= counts[i]
+                changed.add(p)
+                pair_words.get(p, set()).discard(i)
+            for p in zip(new, new[1:]):   # ... and count its new ones
+                pair_count[p] += counts[i]
+                changed.add(p)
+                pair_words.setdefault(p, set()).add(i)
+            spellings[i] = new
+        for p in sorted(changed):
+            if pair_count[p] > 0:
+                heapq.heappush(heap, (-pair_count[p], p))
+            else:
+                del pair_count[p]
+
+    return WordPieceTokenizer(vocab, do_lower_case=do_lower_case, source="trained vocabulary")
+
+
+def _merge(symbols: list[str], a: str, b: str, merged: str) -> list[str]:
+    """Replace every adjacent ``a, b`` in ``symbols`` (left to right) by ``merged``."""
+    out: list[str] = []
+    i = 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
+            out.append(merged)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out

@@ -1,0 +1,218 @@
+"""The pre-training loop: exact resume, signals, crashes, NaN, bad arguments, outputs."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minibert.checkpoint import list_checkpoints, load_checkpoint
+from minibert.cli import main
+from minibert.train import TrainArgs, TrainingError, pretrain
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    """120 documents of real prose (from the built-in corpus) in BERT's one-sentence-per-line format."""
+    from minibert.builtin_corpus import builtin_corpus
+    docs = builtin_corpus(cache_dir=False).documents[:120]
+    path = tmp_path_factory.mktemp("corpus") / "small.txt"
+    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path / "cache"))
+
+
+def small_args(corpus_file, out, **kw):
+    base = dict(corpus=str(corpus_file), vocab_size=400, config="tiny", steps=12, batch_size=4, seq_len=32,
+                lr=1e-3, warmup=2, eval_every=6, save_every=3, log_every=1, eval_instances=8,
+                progress=False, plot=False, out=str(out))
+    base.update(kw)
+    return TrainArgs(**base)
+
+
+def train_losses(out):
+    rows = [json.loads(l) for l in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
+
+
+def test_resume_is_bit_identical(corpus_file, tmp_path):
+    pretrain(small_args(corpus_file, tmp_path / "once"), log=lambda *a: None)
+    first = pretrain(small_args(corpus_file, tmp_path / "twice", stop_at=6), log=lambda *a: None)
+    assert first.stopped_by == "stop_at" and first.step == 6
+    assert not (tmp_path / "twice" / "model").exists()
+    pretrain(small_args(corpus_file, tmp_path / "twice", resume=True), log=lambda *a: None)
+    once, twice = train_losses(tmp_path / "once"), train_losses(tmp_path / "twice")
+    assert [s for s, _ in once] == list(range(1, 13))
+    assert once == twice  # every step's loss, bit for bit
+    a = load_checkpoint(list_checkpoints(tmp_path / "once")[-1])[0]["params"]
+    b = load_checkpoint(list_checkpoints(tmp_path / "twice")[-1])[0]["params"]
+    np.testing.assert_array_equal(a, b)
+
+
+def test_outputs_load_in_transformers(corpus_file, tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    result = pretrain(small_args(corpus_file, tmp_path, plot=True, keep=2), log=lambda *a: None)
+    assert (tmp_path / "loss.png").stat().st_size > 10_000
+    assert len(list_checkpoints(tmp_path)) == 2  # only the last --keep
+    kinds = [json.loads(l)["kind"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert kinds.count("eval") == 3 and kinds.count("train") == 12  # steps 0, 6, 12
+    ev = result.final_eval
+    assert {"mlm_loss", "mlm_acc", "nsp_acc", "unigram_entropy", "nsp_majority"} <= set(ev)
+    hf = transformers.BertForPreTraining.from_pretrained(tmp_path / "model").eval()
+    tok = transformers.BertTokenizer.from_pretrained(tmp_path / "model")
+    enc = tok("the function returns a value", return_tensors="pt")
+    ours = result.model.forward(enc["input_ids"].numpy(), enc["token_type_ids"].numpy(),
+                                enc["attention_mask"].numpy(), train=False)
+    with torch.no_grad():
+        ref = hf(**enc)
+    np.testing.assert_allclose(ours.mlm_logits, ref.prediction_logits.numpy(), rtol=1e-4, atol=1e-4)
+    assert result.tokenizer.encode("the function returns a value")["input_ids"] == enc["input_ids"][0].tolist()
+
+
+def test_nan_loss_stops_without_a_poisoned_checkpoint(corpus_file, tmp_path):
+    with pytest.raises(TrainingError) as err:
+        pretrain(small_args(corpus_file, tmp_path, lr=1e30, warmup=0, save_every=1), log=lambda *a: None)
+    msg = str(err.value)
+    step = int(msg.split()[1].rstrip(":"))
+    assert "Last good checkpoint" in msg and f"checkpoint-{step - 1:08d}.npz" in msg
+    saved = list_checkpoints(tmp_path)
+    assert saved and int(saved[-1].stem.split("-")[1]) == step - 1
+    for path in saved:
+        assert np.isfinite(load_checkpoint(path)[0]["params"]).all()
+
+
+def _run_cli(args, capsys):
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+@pytest.mark.parametrize("extra,expected", [
+    (["--config", "huge"], "--config 'huge' is neither a preset"),
+    (["--batch-size", "0"], "--batch-size must be a positive integer"),
+    (["--seq-len", "513"], "--seq-len must be between 5"),
+    (["--steps", "-3"], "--steps must be a positive integer"),
+    (["--lr", "0"], "--lr must be a positive number"),
+    (["--device", "cuda"], "CuPy"),
+])
+def test_bad_arguments_fail_in_one_line(corpus_file, tmp_path, capsys, extra, expected):
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o")] + extra, capsys)
+    if extra[0] == "--device":
+        try:
+            import cupy  # noqa: F401
+            pytest.skip("CuPy is installed here; the missing-CuPy message cannot be shown")
+        except ImportError:
+            pass
+    assert code == 2
+    assert expected in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "o" / "vocab.txt").exists()  # failed before any work
+
+
+def test_unwritable_out(corpus_file, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(blocker / "run")], capsys)
+    assert code == 2 and "not writable" in err and len(err.splitlines()) == 1
+
+
+def test_resume_refuses_another_run_and_damaged_checkpoints(corpus_file, tmp_path, capsys):
+    pretrain(small_args(corpus_file, tmp_path, steps=4, save_every=2), log=lambda *a: None)
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path), "--resume",
+                          "--config", "mini", "--vocab-size", "400", "--steps", "4", "--batch-size", "4",
+                          "--seq-len", "32", "--warmup", "2", "--lr", "1e-3", "--no-progress"], capsys)
+    assert code == 2 and "different run" in err and "config differs" in err, err
+    last = list_checkpoints(tmp_path)[-1]
+    last.write_bytes(last.read_bytes()[:-100])  # a truncated file
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path), "--resume",
+                          "--vocab-size", "400", "--steps", "4", "--batch-size", "4", "--seq-len", "32",
+                          "--warmup", "2", "--lr", "1e-3", "--no-progress"], capsys)
+    assert code == 2 and "damaged" in err and len(err.splitlines()) == 1, err
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path)], capsys)
+    assert code == 2 and "--resume" in err  # an existing run is never overwritten silently
+
+
+def _spawn(corpus_file, out, *extra):
+    cmd = [sys.executable, "-m", "minibert", "pretrain", "--corpus", str(corpus_file), "--out", str(out),
+           "--vocab-size", "400", "--config", "tiny", "--steps", "100000", "--batch-size", "4",
+           "--seq-len", "32", "--save-every", "5", "--eval-every", "100000", "--log-every", "1",
+           "--no-progress", "--no-plot", *extra]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _wait_for_checkpoints(out, n, proc, timeout=120):
+    deadline = time.time() + timeout
+    while len(list_checkpoints(out)) < n or not list_checkpoints(out):
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.time() < deadline, "no checkpoint appeared in time"
+        time.sleep(0.2)
+
+
+def _last_logged_step(out):
+    steps = [s for s, _ in train_losses(out)]
+    return steps[-1] if steps else 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_save_and_exit_cleanly(corpus_file, tmp_path, sig):
+    proc = _spawn(corpus_file, tmp_path)
+    _wait_for_checkpoints(tmp_path, 1, proc)
+    proc.send_signal(sig)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert f"{signal.Signals(sig).name} received: saved" in output
+    last = int(list_checkpoints(tmp_path)[-1].stem.split("-")[1])
+    assert last == _last_logged_step(tmp_path)  # the step in flight was finished and saved
+
+
+def test_kill_9_loses_at_most_save_every_steps(corpus_file, tmp_path):
+    proc = _spawn(corpus_file, tmp_path)
+    _wait_for_checkpoints(tmp_path, 2, proc)
+    proc.kill()  # SIGKILL: no handler runs
+    proc.wait(timeout=30)
+    done = _last_logged_step(tmp_path)
+    last = int(list_checkpoints(tmp_path)[-1].stem.split("-")[1])
+    assert done - last <= 5
+    proc = _spawn(corpus_file, tmp_path, "--resume")
+    deadline = time.time() + 120
+    while _last_logged_step(tmp_path) <= last + 2:
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert f"resumed from {tmp_path / 'checkpoint-'}{last:08d}.npz at step {last}" in output
+    steps = [s for s, _ in train_losses(tmp_path)]
+    assert steps == list(range(1, steps[-1] + 1))  # the log was rewound to the checkpoint: no gap, no repeat
+
+
+def test_fill_mask_and_train_tokenizer_commands(corpus_file, tmp_path, capsys):
+    pretrain(small_args(corpus_file, tmp_path / "run", steps=3), log=lambda *a: None)
+    assert main(["fill-mask", str(tmp_path / "run" / "model"), "the [MASK] returns a value", "--top-k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "[MASK] #1:" in out and out.count("(0.") == 3
+    assert main(["fill-mask", str(tmp_path / "run" / "model"), "no mask here"]) == 2
+    assert "no [MASK]" in capsys.readouterr().err
+    assert main(["train-tokenizer", "--corpus", str(corpus_file), "--vocab-size", "300",
+                 "--out", str(tmp_path / "v.txt")]) == 0
+    vocab = (tmp_path / "v.txt").read_text().splitlines()
+    assert len(vocab) <= 300 and vocab[0] == "[PAD]" and "[MASK]" in vocab
+
+
+def test_help_reads_like_a_manual(capsys):
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help"])
+    text = capsys.readouterr().out
+    for piece in ("--corpus", "--resume", "--stop-at", "examples:", "metrics.jsonl", "SIGTERM"):
+        assert piece in text
