@@ -36,8 +36,8 @@ def run_demo(out="runs/demo", steps=None) -> int:
     print()
     print(f"held-out after {result.step} steps ({time.perf_counter() - start:.0f} s in all):")
     print(f"  {'':22s}{'minibert':>10s}{'baseline':>10s}")
-    print(f"  {'MLM loss (nats)':22s}{ev['mlm_loss']:10.3f}{ev['unigram_entropy']:10.3f}"
-          f"   unigram entropy of the masked targets (ln V = {math.log(V):.2f})")
+    print(f"  {'MLM loss (nats)':22s}{ev['mlm_loss']:10.3f}{ev['unigram_baseline']:10.3f}"
+          f"   guessing by word frequency alone (uniform guess: ln V = {math.log(V):.2f})")
     print(f"  {'MLM accuracy':22s}{ev['mlm_acc']:10.1%}")
     print(f"  {'NSP accuracy':22s}{ev['nsp_acc']:10.1%}{max(0.5, ev['nsp_majority']):10.1%}"
           f"   chance, or always guessing the more common label")

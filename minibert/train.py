@@ -229,20 +229,42 @@ def prepare_data(a: TrainArgs, out: Path):
     common = dict(max_seq_length=a.seq_len, max_predictions_per_seq=a.max_predictions, cache_dir=cache)
     train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=a.dupe_factor, seed=a.seed, **common)
     held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=a.seed + 1, **common)
-    # held-out batches are masked once, with a fixed generator, so evaluations compare
+    # held-out batches are masked once, with a fixed generator, so evaluations compare;
+    # as many IsNext as NotNext instances, so that NSP's chance level is exactly 50%
     rng = np.random.default_rng((a.seed, 2))
-    chosen = rng.permutation(len(held))[: a.eval_instances]
+    order = rng.permutation(len(held))
+    by_label = [[j for j in order if held.instances[j].is_random_next == r] for r in (False, True)]
+    half = min(a.eval_instances // 2, *map(len, by_label))
+    if half == 0:
+        raise ValueError(f"the held-out documents of {corpus.name!r} give no IsNext/NotNext pair to "
+                         f"evaluate on; the corpus is too small (or raise heldout_fraction)")
+    chosen = rng.permutation(by_label[0][:half] + by_label[1][:half])
     eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + a.batch_size]], rng)
                     for i in range(0, len(chosen), a.batch_size)]
     return corpus, tokenizer, BatchStream(train, a.batch_size, a.seed), eval_batches
 
 
-def unigram_entropy(eval_batches) -> float:
-    """Entropy (nats) of the masked target tokens: the MLM loss of the best context-free guess."""
+def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
+    """The held-out MLM loss of the best context-free guess, in nats per masked token.
+
+    Masked positions are a uniform sample of the ordinary tokens, so a model
+    that ignores the context can do no better than predicting the training
+    corpus's token frequencies.  This is the cross-entropy of the held-out
+    masked targets under those frequencies (add-one smoothed, so an unseen
+    token costs a finite amount).  A model whose held-out MLM loss is not
+    clearly below it has learned nothing from the context.  (The plain
+    entropy of the few thousand held-out targets would be no baseline: with
+    a vocabulary of thousands, that estimate is biased far too low.)
+    """
+    counts = np.zeros(tokenizer.vocab_size)
+    ids = tokenizer.token_to_id
+    for inst in train_dataset.instances:
+        for t in inst.tokens:
+            counts[ids.get(t, tokenizer.unk_id)] += 1
+    counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]] = 0  # never predicted
+    p = (counts + 1) / (counts.sum() + counts.size)
     labels = np.concatenate([b["mlm_labels"].ravel() for b in eval_batches])
-    _, counts = np.unique(labels[labels != -100], return_counts=True)
-    p = counts / counts.sum()
-    return float(-(p * np.log(p)).sum())
+    return float(-np.log(p[labels[labels != -100]]).mean())
 
 
 # ----------------------------------------------------------------------- metrics
@@ -366,11 +388,11 @@ def pretrain(a: TrainArgs, log=print) -> RunResult:
     identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
     step = restore_run(checkpoint, model, opt, stream, identity) if checkpoint else 0
 
-    baseline = unigram_entropy(eval_batches)
+    baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
     log(f"corpus: {corpus}")
     log(f"model: {a.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
         f"{stream.per_epoch} batches of {a.batch_size} per epoch")
-    log(f"baselines: MLM loss {baseline:.3f} (unigram entropy of the masked targets), NSP accuracy 50%")
+    log(f"baselines: MLM loss {baseline:.3f} (the training corpus's unigram frequencies), NSP accuracy 50%")
     if checkpoint:
         log(f"resumed from {checkpoint} at step {step}")
 
@@ -385,7 +407,7 @@ def pretrain(a: TrainArgs, log=print) -> RunResult:
         metrics.flush()
 
     if step == 0:
-        record(dict(kind="eval", step=0, **evaluate(model, eval_batches), unigram_entropy=baseline))
+        record(dict(kind="eval", step=0, **evaluate(model, eval_batches), unigram_baseline=baseline))
 
     from tqdm.auto import tqdm
     bar = tqdm(total=a.steps, initial=step, disable=not a.progress, unit="step", dynamic_ncols=True)
@@ -430,7 +452,7 @@ def pretrain(a: TrainArgs, log=print) -> RunResult:
                 bar.update(1)
                 if step % a.eval_every == 0 or step == a.steps:
                     record(dict(kind="eval", step=step, **evaluate(model, eval_batches),
-                                unigram_entropy=baseline))
+                                unigram_baseline=baseline))
                 if stop.received or step % a.save_every == 0 or step == end:
                     last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep)
                 if stop.received:
@@ -489,7 +511,7 @@ def plot_history(history, path, vocab_size=None):
     if evals:
         ax1.plot([h["step"] for h in evals], [h["mlm_loss"] for h in evals], "o-", ms=3,
                  label="MLM loss (held-out)")
-        ax1.axhline(evals[-1]["unigram_entropy"], color="gray", ls="--", label="unigram entropy")
+        ax1.axhline(evals[-1]["unigram_baseline"], color="gray", ls="--", label="unigram baseline")
     if vocab_size:
         ax1.axhline(math.log(vocab_size), color="gray", ls=":", label="ln V (uniform guess)")
     ax1.set_xlabel("step")

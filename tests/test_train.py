@@ -69,7 +69,7 @@ def test_outputs_load_in_transformers(corpus_file, tmp_path):
     kinds = [json.loads(l)["kind"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert kinds.count("eval") == 3 and kinds.count("train") == 12  # steps 0, 6, 12
     ev = result.final_eval
-    assert {"mlm_loss", "mlm_acc", "nsp_acc", "unigram_entropy", "nsp_majority"} <= set(ev)
+    assert {"mlm_loss", "mlm_acc", "nsp_acc", "unigram_baseline", "nsp_majority"} <= set(ev)
     hf = transformers.BertForPreTraining.from_pretrained(tmp_path / "model").eval()
     tok = transformers.BertTokenizer.from_pretrained(tmp_path / "model")
     enc = tok("the function returns a value", return_tensors="pt")
