@@ -93,6 +93,14 @@ def test_nan_loss_stops_without_a_poisoned_checkpoint(corpus_file, tmp_path):
         assert np.isfinite(load_checkpoint(path)[0]["params"]).all()
 
 
+def _gpu_usable():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
 def _run_cli(args, capsys):
     code = main(args)
     err = capsys.readouterr().err.strip()
@@ -108,13 +116,9 @@ def _run_cli(args, capsys):
     (["--device", "cuda"], "CuPy"),
 ])
 def test_bad_arguments_fail_in_one_line(corpus_file, tmp_path, capsys, extra, expected):
+    if extra[0] == "--device" and _gpu_usable():
+        pytest.skip("a GPU is usable here: --device cuda is not an error")
     code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o")] + extra, capsys)
-    if extra[0] == "--device":
-        try:
-            import cupy  # noqa: F401
-            pytest.skip("CuPy is installed here; the missing-CuPy message cannot be shown")
-        except ImportError:
-            pass
     assert code == 2
     assert expected in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "o" / "vocab.txt").exists()  # failed before any work
