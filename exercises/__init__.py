@@ -1,0 +1,22 @@
+"""minibert's exercises: write BERT's pieces by hand, then check them.
+
+    python -m exercises list             the exercises, in a good order
+    python -m exercises check NAME       check one (e.g. layernorm)
+    python -m exercises check all        check them all
+
+Your files are in exercises/stubs/.  See exercises/README.md.
+"""
+
+# name -> one-line description, in the order to do them
+EXERCISES = {
+    "linear": "the fully connected layer y = x W^T + b, forward and backward",
+    "embedding": "the embedding lookup and its backward pass (repeated ids, [PAD])",
+    "layernorm": "layer normalisation, forward and backward",
+    "gelu": "the exact GELU activation and its derivative",
+    "softmax": "a numerically stable softmax and its backward pass",
+    "attention": "scaled dot-product attention with a padding mask, forward and backward",
+    "cross_entropy": "softmax cross-entropy that ignores the label -100",
+    "mlm_masking": "BERT's 15% / 80-10-10 masked-LM corruption",
+    "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
+    "adamw": "one AdamW step with decoupled weight decay",
+}

@@ -1,0 +1,794 @@
+"""One checker per exercise.
+
+``run_check(name, module)`` runs the checker of exercise ``name`` on
+``module`` (the student's file, the solution, or anything with the same
+functions) and returns a ``Report``.  Layers are compared with minibert's
+reference implementation and gradient-checked against central differences
+of the student's own forward pass, in float64, with ``max_rel_error``
+(the largest error relative to the largest entry) below 1e-7.  The data
+exercises are checked against BERT's rules, structurally on every example
+and statistically over many; AdamW against ``minibert.optim.AdamW`` to 1e-12.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from minibert import layers as L
+from minibert.gradcheck import max_rel_error
+from minibert.optim import AdamW
+from minibert.params import ParamSpec, ParamStore
+
+from .harness import Abort, Report, as_array, call, compare, diagnose, grad_check
+
+CHECKS = {}
+
+
+def checker(name):
+    def register(func):
+        CHECKS[name] = func
+        return func
+    return register
+
+
+def run_check(name: str, module) -> Report:
+    """Run the checker of exercise ``name`` on ``module``; never raises for the student's bugs."""
+    report = Report(name, module)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            CHECKS[name](report)
+    except Abort:
+        pass
+    except Exception as exc:  # a result the checker could not even inspect
+        report.fail(f"could not use what the functions returned ({type(exc).__name__}: {exc})",
+                    "compare the return values with what the stub's docstring asks for")
+    return report
+
+
+def unpack(r: Report, func: str, result, n: int, names: str):
+    if not isinstance(result, (tuple, list)) or len(result) != n:
+        got = f"a {type(result).__name__}" if not isinstance(result, (tuple, list)) else f"{len(result)} values"
+        r.fail(f"{func} should return {n} values ({names}), got {got}",
+               "return them as a tuple, in the order the docstring gives")
+        raise Abort
+    return result
+
+
+def fwd(r: Report, func: str, *args, **kwargs):
+    """Call a CS231n-style forward and return (out, cache)."""
+    return unpack(r, func, call(r, func, *args, **kwargs), 2, "out, cache")
+
+
+def _copies(*arrays):
+    return [a.copy() for a in arrays]
+
+
+# =============================================================================== linear
+@checker("linear")
+def check_linear(r: Report) -> None:
+    rng = np.random.default_rng(0)
+    mod = r.module
+    W = rng.standard_normal((3, 5))
+    b = rng.standard_normal(3)
+    for shape in [(4, 5), (2, 3, 5)]:
+        x = rng.standard_normal(shape)
+        want, _ = L.linear_forward(x, W, b)
+        y, cache = fwd(r, "linear_forward", *_copies(x, W, b))
+        y = as_array(r, f"y for x of shape {shape}", y, want.shape,
+                     "y has shape (..., out): x @ W.T, since W is stored as (out, in)")
+        compare(r, f"forward, x {shape}, vs minibert", y, want,
+                known=[(x @ W.T, "the bias b is missing from y"),
+                       (x @ W.T - b, "add the bias, do not subtract it")])
+        dy = rng.standard_normal(want.shape)
+        dx, dW, db = unpack(r, "linear_backward", call(r, "linear_backward", dy.copy(), cache),
+                            3, "dx, dW, db")
+        dx = as_array(r, "dx", dx, x.shape, "dx has x's shape: dy @ W")
+        dW = as_array(r, "dW", dW, W.shape,
+                      "dW has W's shape (out, in): flatten to 2-D, then dy^T @ x (not x^T @ dy)")
+        db = as_array(r, "db", db, b.shape,
+                      "db has b's shape (out,): sum dy over every axis but the last")
+        dy2 = dy.reshape(-1, 3)
+        grad_check(r, f"dx, x {shape}", lambda: mod.linear_forward(x, W, b)[0], x, dy, dx)
+        grad_check(r, f"dW, x {shape}", lambda: mod.linear_forward(x, W, b)[0], W, dy, dW,
+                   hint=("with x of shape (B, T, in), flatten x and dy to 2-D before dy^T @ x"
+                         if len(shape) > 2 else None))
+        grad_check(r, f"db, x {shape}", lambda: mod.linear_forward(x, W, b)[0], b, dy, db,
+                   known=[(dy2.mean(axis=0), "db is the SUM of dy over the rows, not the mean: "
+                                             "the bias is added to every row")])
+
+
+# ============================================================================ embedding
+@checker("embedding")
+def check_embedding(r: Report) -> None:
+    rng = np.random.default_rng(1)
+    mod = r.module
+    V, H = 11, 6
+    ids = np.array([[1, 4, 4, 0, 0], [10, 1, 0, 3, 4]])   # repeated ids, and [PAD] = 0
+    W = rng.standard_normal((V, H))
+    out, cache = fwd(r, "embedding_forward", ids.copy(), W.copy())
+    out = as_array(r, "out", out, (2, 5, H), "out[b, t] = W[ids[b, t]] has shape (B, T, H)")
+    compare(r, "forward vs minibert", out, L.embedding_forward(ids, W)[0],
+            hint="out[b, t] is the row W[ids[b, t]]: index the table with the ids (W[ids])")
+    dout = rng.standard_normal(out.shape)
+
+    overwrite = np.zeros_like(W)
+    overwrite[ids] = dout            # the fancy-index mistake: repeated ids keep one row
+    ref_cache = L.embedding_forward(ids, W)[1]
+    for padding_idx in (None, 0):
+        dW = call(r, "embedding_backward", dout.copy(), cache, padding_idx=padding_idx)
+        dW = as_array(r, f"dW (padding_idx={padding_idx})", dW, W.shape, "dW has W's shape (V, H)")
+        wrong_overwrite = overwrite.copy()
+        wrong_keep_pad = L.embedding_backward(dout, ref_cache)   # [PAD] row not zeroed
+        if padding_idx is not None:
+            wrong_overwrite[padding_idx] = 0
+        known = [(wrong_overwrite, "a repeated id must get the SUM of its rows of dout; "
+                                   "dW[ids] += dout keeps only one of them (use np.add.at)")]
+        if padding_idx is not None:
+            known.append((wrong_keep_pad, f"the row padding_idx={padding_idx} ([PAD]) must get a "
+                                          "zero gradient: set it to 0 at the end"))
+        else:
+            known.append((L.embedding_backward(dout, ref_cache, padding_idx=0),
+                          "with padding_idx=None every row gets its gradient, row 0 included"))
+        grad_check(r, f"dW (padding_idx={padding_idx})", lambda: mod.embedding_forward(ids, W)[0],
+                   W, dout, dW, known=known, zero_rows=padding_idx)
+
+
+# ============================================================================ layernorm
+@checker("layernorm")
+def check_layernorm(r: Report) -> None:
+    rng = np.random.default_rng(2)
+    mod = r.module
+    eps = 1e-5   # large enough that an eps in the wrong place shows
+    H = 7
+    x = rng.standard_normal((2, 3, H)) * 3 + 1
+    gamma = rng.standard_normal(H)
+    beta = rng.standard_normal(H)
+    want, _ = L.layernorm_forward(x, gamma, beta, eps)
+    rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + eps)
+    xhat = (x - x.mean(-1, keepdims=True)) * rstd
+    y, cache = fwd(r, "layernorm_forward", *_copies(x, gamma, beta), eps)
+    y = as_array(r, "y", y, x.shape, "y has x's shape: normalise over the last axis with keepdims=True")
+    mu = x.mean(-1, keepdims=True)
+    known = [
+        (gamma * (x - mu) / x.std(-1, ddof=1, keepdims=True) + beta,
+         "use the biased variance (divide by H, np.var's default ddof=0), not ddof=1"),
+        (gamma * (x - mu) / (x.std(-1, keepdims=True) + eps) + beta,
+         "eps goes inside the square root: sqrt(var + eps)"),
+        ((x - mu) * rstd, "scale by gamma and shift by beta after normalising"),
+        (gamma * (x - x.mean()) / x.std() + beta,
+         "normalise each row over the last axis (axis=-1, keepdims=True), not the whole array"),
+    ]
+    compare(r, "forward vs minibert", y, want, known=known)
+
+    dy = rng.standard_normal(x.shape)
+    dx, dg, db = unpack(r, "layernorm_backward", call(r, "layernorm_backward", dy.copy(), cache),
+                        3, "dx, dgamma, dbeta")
+    dx = as_array(r, "dx", dx, x.shape)
+    dg = as_array(r, "dgamma", dg, gamma.shape, "dgamma has shape (H,): sum over every axis but the last")
+    db = as_array(r, "dbeta", db, beta.shape, "dbeta has shape (H,): sum over every axis but the last")
+    g = dy * gamma
+    mean = lambda a: a.mean(-1, keepdims=True)
+    known_dx = [
+        (rstd * (g - xhat * mean(g * xhat)),
+         "dx is missing the mean term: dx = r * (g - mean(g) - xhat * mean(g * xhat)); "
+         "the '- mean(g)' comes from the path through mu"),
+        (rstd * (g - mean(g)),
+         "dx is missing the variance term '- xhat * mean(g * xhat)' (the path through var)"),
+        (rstd * g, "dx needs both correction terms: r * (g - mean(g) - xhat * mean(g * xhat))"),
+        (rstd * (dy - mean(dy) - xhat * mean(dy * xhat)),
+         "multiply dy by gamma first: g = dy * gamma is the gradient with respect to xhat"),
+    ]
+    f = lambda: mod.layernorm_forward(x, gamma, beta, eps)[0]
+    grad_check(r, "dx", f, x, dy, dx, known=known_dx)
+    grad_check(r, "dgamma", f, gamma, dy, dg,
+               known=[((dy * xhat).sum(axis=(0, 1)) / 6, "sum over the rows, do not average")])
+    grad_check(r, "dbeta", f, beta, dy, db,
+               known=[(dy.mean(axis=(0, 1)), "dbeta is the sum of dy over the rows, not the mean")])
+
+
+# ================================================================================= gelu
+@checker("gelu")
+def check_gelu(r: Report) -> None:
+    rng = np.random.default_rng(3)
+    mod = r.module
+    x = np.concatenate([np.linspace(-5, 5, 21), rng.standard_normal(15) * 2]).reshape(4, 9)
+    want, _ = L.gelu_forward(x, "none")
+    y, cache = fwd(r, "gelu_forward", x.copy())
+    y = as_array(r, "y", y, x.shape)
+    tanh_form, _ = L.gelu_forward(x, "tanh")
+    compare(r, "forward vs minibert (exact GELU)", y, want, known=[
+        (tanh_form, "that is the tanh approximation; write the exact x * Phi(x) with "
+                    "Phi(x) = (1 + erf(x / sqrt(2))) / 2"),
+        (np.maximum(x, 0), "that is ReLU; BERT uses GELU(x) = x * Phi(x)"),
+        (x / (1 + np.exp(-1.702 * x)), "that is the sigmoid approximation x * sigmoid(1.702 x); "
+                                       "write the exact x * Phi(x)"),
+        (x * 0.5 * (1 + _erf(x)), "erf's argument is x / sqrt(2), not x"),
+    ])
+    dy = rng.standard_normal(x.shape)
+    dx = as_array(r, "dx", call(r, "gelu_backward", dy.copy(), cache), x.shape)
+    cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
+    grad_check(r, "dx", lambda: mod.gelu_forward(x)[0], x, dy, dx, known=[
+        (dy * cdf, "the product rule: d/dx [x Phi(x)] = Phi(x) + x phi(x); the x phi(x) term is missing"),
+        (dy * (cdf + x * np.exp(-x * x / 2)),
+         "phi(x) = exp(-x^2 / 2) / sqrt(2 pi): the 1 / sqrt(2 pi) is missing"),
+        (cdf + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
+         "multiply the local derivative by dy (the chain rule)"),
+    ])
+
+
+def _erf(x):
+    from scipy.special import erf
+    return erf(x)
+
+
+# ============================================================================== softmax
+@checker("softmax")
+def check_softmax(r: Report) -> None:
+    rng = np.random.default_rng(4)
+    mod = r.module
+    x = rng.standard_normal((3, 4, 6)) * 5
+    want, _ = L.softmax_forward(x)
+    p, cache = fwd(r, "softmax_forward", x.copy())
+    p = as_array(r, "p", p, x.shape)
+    e = np.exp(x)
+    compare(r, "forward vs minibert", p, want, known=[
+        (e / e.sum(axis=0, keepdims=True), "normalise over the last axis (axis=-1), not axis 0"),
+        (e / e.sum(), "normalise each row separately: sum over axis=-1 with keepdims=True"),
+    ])
+    big = np.array([[1000.0, 1000.0, -1000.0], [-1000.0, 0.0, 1000.0]])
+    pb, _ = fwd(r, "softmax_forward", big.copy())
+    pb = np.asarray(pb, dtype=np.float64)
+    stable = pb.shape == big.shape and np.isfinite(pb).all()
+    r.require(stable, "finite for scores like 1000 (no overflow)",
+              "exp(1000) is inf: subtract the row maximum before exp (it cancels out)")
+    compare(r, "forward for scores like 1000", pb, L.softmax_forward(big)[0])
+
+    dp = rng.standard_normal(x.shape)
+    dx = as_array(r, "dx", call(r, "softmax_backward", dp.copy(), cache), x.shape)
+    grad_check(r, "dx", lambda: mod.softmax_forward(x)[0], x, dp, dx, known=[
+        (want * (1 - want) * dp,
+         "that is only the diagonal of the Jacobian: every p_i depends on every x_j, "
+         "dx_j = p_j (dp_j - sum_i dp_i p_i)"),
+        (dp - (dp * want).sum(-1, keepdims=True), "multiply by p: dx_j = p_j (dp_j - sum_i dp_i p_i)"),
+        (want * (dp - (dp * want).sum(0, keepdims=True)), "the sum runs over the last axis"),
+    ])
+
+
+# ============================================================================ attention
+@checker("attention")
+def check_attention(r: Report) -> None:
+    rng = np.random.default_rng(5)
+    mod = r.module
+    B, A, T, D = 2, 2, 5, 4
+    q, k, v = (rng.standard_normal((B, A, T, D)) for _ in range(3))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    bias = L.attention_mask_bias(mask, np.float64)
+    want, _ = L.attention_forward(q, k, v, bias)
+
+    def soft(s):
+        return L.softmax_forward(s)[0]
+    S = q @ k.swapaxes(-1, -2)
+    keep = mask[:, None, None, :]
+    known = [
+        (soft(S / math.sqrt(D)) * keep @ v,
+         "the mask is applied after the softmax: the kept weights no longer sum to 1. "
+         "Add a very negative number to the scores of padded keys BEFORE the softmax"),
+        (soft(S + bias) @ v, "divide the scores by sqrt(D), the head size"),
+        (soft(S / D + bias) @ v, "divide the scores by sqrt(D), not by D"),
+        (soft(S / math.sqrt(D)) @ v, "the padding mask is not applied"),
+        (soft(S / math.sqrt(D) + bias.swapaxes(-1, -2)) @ v,
+         "the mask hides KEYS (the last axis of the scores): reshape it to (B, 1, 1, T)"),
+    ]
+    out, cache = fwd(r, "attention_forward", *_copies(q, k, v, mask))
+    out = as_array(r, "out", out, want.shape, "out has q's shape (B, A, T, D)")
+    compare(r, "forward vs minibert", out, want, known=known)
+
+    v2 = v.copy()
+    v2[1, :, 3:, :] = 1e3        # whatever sits at padded positions must not leak in
+    out2, _ = fwd(r, "attention_forward", q.copy(), k.copy(), v2, mask.copy())
+    r.expect(np.allclose(np.asarray(out2, dtype=np.float64), out, rtol=1e-9, atol=1e-9),
+             "changing v at padded positions leaves out unchanged",
+             "padded keys must get exactly zero attention weight")
+
+    dout = rng.standard_normal(out.shape)
+    grads = unpack(r, "attention_backward", call(r, "attention_backward", dout.copy(), cache),
+                   3, "dq, dk, dv")
+    dq, dk, dv = (as_array(r, n, g, q.shape) for n, g in zip(("dq", "dk", "dv"), grads))
+    rq, rk, rv = L.attention_backward(dout, L.attention_forward(q, k, v, bias)[1])
+    no_scale = "the backward pass of S = q k^T / sqrt(D) also divides by sqrt(D)"
+    f = lambda: mod.attention_forward(q, k, v, mask)[0]
+    grad_check(r, "dq", f, q, dout, dq, known=[(rq * math.sqrt(D), no_scale)])
+    grad_check(r, "dk", f, k, dout, dk, known=[(rk * math.sqrt(D), no_scale),
+                                                (rq, "dk = dS^T q / sqrt(D): transpose dS (swapaxes(-1, -2))")])
+    grad_check(r, "dv", f, v, dout, dv)
+
+
+# ======================================================================== cross_entropy
+@checker("cross_entropy")
+def check_cross_entropy(r: Report) -> None:
+    rng = np.random.default_rng(6)
+    mod = r.module
+    N, C = 9, 7
+    logits = rng.standard_normal((N, C)) * 3
+    labels = rng.integers(0, C, N)
+    labels[[1, 4, 5]] = -100
+    valid = labels != -100
+    want, _ = L.softmax_cross_entropy_forward(logits, labels)
+    want = float(want)
+    idx_hint = ("-100 is not a class index: replace ignored labels by 0 before indexing "
+                "(np.where(valid, labels, 0)), then zero their terms with the mask")
+    loss, cache = fwd(r, "softmax_cross_entropy_forward", logits.copy(), labels.copy(), hint=idx_hint)
+    loss = as_array(r, "loss", loss, (), "the loss is one number (a float or a 0-d array)")
+    n_valid = int(valid.sum())
+    compare(r, "loss vs minibert", loss, want, known=[
+        (want * n_valid / N, "average over the labelled rows only: divide by the number of labels "
+                             "that are not ignore_index, not by N"),
+        (want * n_valid, "the loss is the mean over the labelled rows, not the sum"),
+    ], hint="loss = -mean over labelled rows of log softmax(logits)[row, label]")
+
+    big = logits * 300
+    lb, _ = fwd(r, "softmax_cross_entropy_forward", big.copy(), labels.copy(), hint=idx_hint)
+    lb = np.asarray(lb, dtype=np.float64)
+    r.require(lb.shape == () and np.isfinite(lb), "finite loss for logits of size ~1000",
+              "compute log-softmax as z - log(sum(exp(z))) with z = logits - row max; "
+              "log(softmax) underflows to log(0)")
+    compare(r, "loss for logits of size ~1000", lb, float(L.softmax_cross_entropy_forward(big, labels)[0]))
+
+    none = np.full(N, -100)
+    l0, c0 = fwd(r, "softmax_cross_entropy_forward", logits.copy(), none.copy(), hint=idx_hint)
+    l0 = np.asarray(l0, dtype=np.float64)
+    r.require(l0.shape == () and l0 == 0.0, "loss is 0 when every label is ignored",
+              "with no labelled row, divide by max(n_valid, 1) so the loss is 0, not NaN")
+    d0 = as_array(r, "dlogits with every label ignored", call(r, "softmax_cross_entropy_backward", 1.0, c0),
+                  logits.shape, "with no labelled row the gradient is 0: divide by max(n_valid, 1)")
+    r.expect(not d0.any(), "zero gradient when every label is ignored")
+
+    dloss = 1.7
+    dl = as_array(r, "dlogits", call(r, "softmax_cross_entropy_backward", dloss, cache), logits.shape)
+    r.expect(not dl[~valid].any(), "ignored rows get exactly zero gradient",
+             "multiply each row of the gradient by its 0/1 'valid' mask")
+    p = L.softmax_forward(logits)[0]
+    onehot = np.zeros_like(p)
+    onehot[np.arange(N), np.where(valid, labels, 0)] = 1
+    grad_check(r, "dlogits (dloss = 1.7)",
+               lambda: mod.softmax_cross_entropy_forward(logits, labels)[0], logits, dloss, dl, known=[
+                   (dloss * (p - onehot) / n_valid, "ignored rows must get zero gradient"),
+                   ((p - onehot) * valid[:, None] / n_valid, "multiply the gradient by dloss"),
+                   (dloss * (p - onehot) * valid[:, None] / N, "divide by the number of labelled rows, not N"),
+               ])
+
+
+# ========================================================================== mlm_masking
+_V = 1000
+_PAD, _UNK, _CLS, _SEP, _MASK = 0, 1, 2, 3, 4
+_SPECIAL = (_PAD, _UNK, _CLS, _SEP, _MASK)
+
+
+def _expected_predictions(n_tokens, n_candidates, p=0.15, cap=20):
+    return min(cap, max(1, int(round(n_tokens * p))), n_candidates)
+
+
+def _pair_sequence(rng, n_a, n_b):
+    a = rng.integers(len(_SPECIAL), _V, n_a).tolist()
+    b = rng.integers(len(_SPECIAL), _V, n_b).tolist()
+    return [_CLS] + a + [_SEP] + b + [_SEP]
+
+
+@checker("mlm_masking")
+def check_mlm_masking(r: Report) -> None:
+    rng = np.random.default_rng(7)
+
+    def run(ids, seed, **kw):
+        kwargs = dict(vocab_size=_V, mask_id=_MASK, special_ids=list(_SPECIAL))
+        kwargs.update(kw)
+        res = call(r, "mask_tokens", list(ids), np.random.default_rng(seed), **kwargs)
+        masked, labels = unpack(r, "mask_tokens", res, 2, "masked_ids, labels")
+        try:
+            masked = [int(t) for t in masked]
+            labels = [int(t) for t in labels]
+        except (TypeError, ValueError):
+            r.fail("masked_ids and labels must be sequences of ints")
+            raise Abort
+        if len(masked) != len(ids) or len(labels) != len(ids):
+            r.fail(f"masked_ids and labels must have len(ids) = {len(ids)} entries, "
+                   f"got {len(masked)} and {len(labels)}",
+                   "return one label per position: -100 where nothing is predicted")
+            raise Abort
+        return np.array(masked), np.array(labels)
+
+    # ---- one call: types, and the input left alone
+    ids = _pair_sequence(rng, 18, 19)
+    before = list(ids)
+    kwargs = dict(vocab_size=_V, mask_id=_MASK, special_ids=list(_SPECIAL))
+    call(r, "mask_tokens", ids, np.random.default_rng(0), **kwargs)
+    r.expect(ids == before, "the input list is left unchanged",
+             "build a new list (list(ids)) instead of changing the caller's")
+    run(ids, 0)
+    r.ok("returns masked_ids and labels, one entry per position")
+
+    # ---- many sequences: the rules on every one, the proportions over all
+    lengths = [(4, 5), (18, 19), (30, 31), (48, 49), (60, 61)]
+    n_seq = 600
+    bad = {k: 0 for k in ("label", "unchosen", "special", "count", "value")}
+    counts_by_len: dict[int, set] = {}
+    n_mask = n_random = n_keep = 0
+    randoms = []
+    for i in range(n_seq):
+        na, nb = lengths[i % len(lengths)]
+        ids = np.array(_pair_sequence(rng, na, nb))
+        masked, labels = run(ids.tolist(), 1000 + i)
+        chosen = labels != -100
+        special = np.isin(ids, _SPECIAL)
+        bad["label"] += int((labels[chosen] != ids[chosen]).any())
+        bad["unchosen"] += int((masked[~chosen] != ids[~chosen]).any())
+        bad["special"] += int((chosen & special).any())
+        n_expected = _expected_predictions(len(ids), int((~special).sum()))
+        bad["count"] += int(chosen.sum() != n_expected)
+        counts_by_len.setdefault(len(ids), set()).add(int(chosen.sum()))
+        new = masked[chosen]
+        orig = ids[chosen]
+        is_mask = new == _MASK
+        is_keep = new == orig
+        is_rand = ~is_mask & ~is_keep
+        bad["value"] += int((np.isin(new[is_rand], _SPECIAL) | (new[is_rand] < 0) | (new[is_rand] >= _V)).any())
+        n_mask += int(is_mask.sum())
+        n_keep += int(is_keep.sum())
+        n_random += int(is_rand.sum())
+        randoms.extend(new[is_rand].tolist())
+
+    every = all(c == {L_} for L_, c in counts_by_len.items())
+    r.expect(bad["label"] == 0, "labels hold the ORIGINAL id at predicted positions",
+             "the label is the token that was there before masking (ids[pos]), not [MASK]")
+    r.expect(bad["unchosen"] == 0, "positions not predicted are left unchanged",
+             "only the chosen positions are corrupted; every position whose label is -100 keeps its id")
+    r.expect(bad["special"] == 0, "[CLS] and [SEP] are never chosen",
+             "candidates are the positions whose id is not in special_ids")
+    if bad["count"]:
+        if every:
+            hint = "labels must be -100 at every position that is not predicted"
+        elif any(len(c) > 1 for c in counts_by_len.values()):
+            hint = ("choose exactly n = min(max_predictions, max(1, round(len(ids) * mlm_probability))) "
+                    "positions, not a coin flip per token")
+        elif max(max(c) for c in counts_by_len.values()) > 20:
+            hint = "at most max_predictions positions are chosen per sequence"
+        else:
+            hint = "n = min(max_predictions, max(1, round(len(ids) * mlm_probability))), counting every token"
+        r.fail(f"the number of predicted positions is wrong in {bad['count']} of {n_seq} sequences", hint)
+    else:
+        r.ok("round(15% of the tokens) chosen in every sequence")
+    r.expect(bad["value"] == 0, "random replacements are ordinary ids in [0, vocab_size)",
+             "draw random replacements from range(vocab_size) without special_ids")
+
+    total = n_mask + n_random + n_keep
+    if total:
+        share = {"[MASK]": n_mask / total, "random": n_random / total, "unchanged": n_keep / total}
+        target = {"[MASK]": (0.8, 0.025), "random": (0.1, 0.02), "unchanged": (0.1, 0.02)}
+        for what, (t, tol) in target.items():
+            hint = ("each chosen position becomes [MASK] with probability 0.8, a random token with 0.1 "
+                    "and stays unchanged with 0.1")
+            if share["[MASK]"] > 0.95:
+                hint = "every chosen position became [MASK]: only 80% should; 10% random, 10% unchanged"
+            r.expect(abs(share[what] - t) < tol,
+                     f"{what:>9s}: {share[what]:.3f} of the predicted positions (BERT: {t:.1f})", hint)
+
+    # ---- uniform choice of positions; random replacements spread over the vocabulary
+    ids = _pair_sequence(rng, 18, 19)
+    hits = np.zeros(len(ids))
+    n_runs = 400
+    for i in range(n_runs):
+        _, labels = run(ids, 5000 + i)
+        hits += labels != -100
+    cand = hits[~np.isin(ids, _SPECIAL)]
+    # chi-square test of "every candidate equally likely", failing only at p < 1e-6
+    from scipy.special import chdtri          # chdtri(df, p): the chi-square quantile of 1 - p
+    stat = float(((cand - cand.mean()) ** 2 / max(cand.mean(), 1e-12)).sum())
+    r.expect(cand.sum() > 0 and stat < chdtri(len(cand) - 1, 1e-6),
+             "every candidate position is chosen about equally often",
+             "choose the positions uniformly at random, e.g. rng.choice(candidates, n, replace=False)")
+    r.expect(len(set(randoms)) >= 100, f"random replacements spread over the vocabulary "
+                                       f"({len(set(randoms))} distinct ids)",
+             "a random replacement is drawn uniformly from the ordinary ids, anew for each position")
+
+    # ---- the cap, and the minimum of one prediction
+    long_ids = _pair_sequence(rng, 100, 97)
+    for cap in (20, 5):
+        _, labels = run(long_ids, 11, max_predictions=cap)
+        r.expect(int((labels != -100).sum()) == cap,
+                 f"a 200-token sequence gets exactly max_predictions={cap} predictions",
+                 "n = min(max_predictions, ...): never more than max_predictions")
+    _, labels = run([_CLS, 77, _SEP], 3)
+    r.expect(int((labels != -100).sum()) == 1, "a 3-token sequence still gets 1 prediction",
+             "n = max(1, round(...)): at least one prediction")
+
+    # ---- reproducible from rng alone
+    a = run(ids, 123)
+    np.random.seed(1)
+    b = run(ids, 123)
+    r.expect(all(np.array_equal(x, y) for x, y in zip(a, b)), "the same rng seed gives the same masking",
+             "draw every random number from the rng argument (not np.random.* or the random module)")
+
+
+# =========================================================================== nsp_pairing
+_CLS_ID, _SEP_ID = 1, 2
+
+
+def _documents(rng, sentence_counts, lengths=(2, 9)):
+    """Documents whose every token id is unique, so a token tells where it comes from."""
+    docs, owner, next_id = [], {}, 10
+    for d, n_sent in enumerate(sentence_counts):
+        doc = []
+        for s in range(n_sent):
+            n = int(rng.integers(lengths[0], lengths[1] + 1))
+            sent = list(range(next_id, next_id + n))
+            for t in sent:
+                owner[t] = (d, s)
+            next_id += n
+            doc.append(sent)
+        docs.append(doc)
+    return docs, owner
+
+
+def _is_run(part, whole):
+    """Is ``part`` a contiguous run of ``whole``?"""
+    n = len(part)
+    return any(whole[i:i + n] == part for i in range(len(whole) - n + 1))
+
+
+@checker("nsp_pairing")
+def check_nsp_pairing(r: Report) -> None:
+    rng = np.random.default_rng(8)
+    docs, owner = _documents(rng, [3, 5, 4, 8, 2, 6])
+
+    def run(documents, d, s, seed, max_len):
+        res = call(r, "make_nsp_example", documents, d, s, np.random.default_rng(seed),
+                   cls_id=_CLS_ID, sep_id=_SEP_ID, max_len=max_len)
+        ids, types, label = unpack(r, "make_nsp_example", res, 3, "input_ids, token_type_ids, nsp_label")
+        try:
+            ids, types, label = [int(t) for t in ids], [int(t) for t in types], int(label)
+        except (TypeError, ValueError):
+            r.fail("input_ids and token_type_ids must be lists of ints and nsp_label an int")
+            raise Abort
+        return ids, types, label
+
+    def parse(ids, types):
+        """(A, B) or a description of what is wrong with the layout."""
+        if len(types) != len(ids):
+            return "token_type_ids must have one entry per token"
+        seps = [i for i, t in enumerate(ids) if t == _SEP_ID]
+        if not ids or ids[0] != _CLS_ID or len(seps) != 2 or seps[-1] != len(ids) - 1:
+            return "the layout is [CLS] A [SEP] B [SEP]: [CLS] first, exactly two [SEP], the last at the end"
+        first = seps[0]
+        if types != [0] * (first + 1) + [1] * (len(ids) - first - 1):
+            return "token_type_ids are 0 for [CLS] A [SEP] and 1 for B [SEP]"
+        a, b = ids[1:first], ids[first + 1:-1]
+        if not a or not b:
+            return "A and B must both be non-empty"
+        return a, b
+
+    # ---- one call
+    snapshot = [[list(s) for s in d] for d in docs]
+    run(docs, 1, 2, 0, 64)
+    r.expect(docs == snapshot, "the documents are left unchanged",
+             "copy a sentence (list(...)) before truncating it")
+
+    # ---- many examples, nothing truncated
+    problems: dict[str, int] = {}
+    first_problem: dict[str, str] = {}
+
+    def problem(key, hint):
+        problems[key] = problems.get(key, 0) + 1
+        first_problem.setdefault(key, hint)
+
+    n_with_next = n_is_next = 0
+    n_last = n_last_not_next = 0
+    for i in range(1500):
+        d = int(rng.integers(len(docs)))
+        s = int(rng.integers(len(docs[d])))
+        ids, types, label = run(docs, d, s, 100 + i, 64)
+        parsed = parse(ids, types)
+        if isinstance(parsed, str):
+            problem("layout", parsed)
+            continue
+        a, b = parsed
+        if label not in (0, 1):
+            problem("label", "nsp_label is 0 (IsNext) or 1 (NotNext)")
+            continue
+        if a != docs[d][s]:
+            problem("A", "A is the whole sentence documents[doc_index][sent_index] (it fits: no truncation)")
+        src = owner.get(b[0])
+        if src is None or b != docs[src[0]][src[1]]:
+            problem("B", "B is one whole sentence of a document (it fits: no truncation)")
+            continue
+        true_next = src == (d, s + 1)
+        if s == len(docs[d]) - 1:
+            n_last += 1
+            n_last_not_next += label == 1
+        else:
+            n_with_next += 1
+            n_is_next += label == 0
+        if label == 0 and not true_next:
+            problem("flip", "label 0 (IsNext) means B is the sentence that follows A; "
+                            "check the convention 0 = IsNext, 1 = NotNext" if src[0] != d else
+                            "IsNext: B is the sentence right after A (sent_index + 1)")
+        if label == 1 and true_next:
+            problem("flip", "B is the sentence that follows A but the label is 1: "
+                            "the convention is 0 = IsNext, 1 = NotNext")
+        elif label == 1 and src[0] == d:
+            problem("same_doc", "a NotNext B must come from a DIFFERENT document: leave doc_index "
+                                "out of the draw (draw from len(documents) - 1, shift by one)")
+    for key, what in [("layout", "[CLS] A [SEP] B [SEP] layout and token_type_ids"),
+                      ("label", "labels are 0 or 1"), ("A", "A is sentence sent_index of doc_index"),
+                      ("B", "B is a whole sentence"),
+                      ("flip", "label 0 exactly when B is the true next sentence"),
+                      ("same_doc", "a NotNext B comes from another document")]:
+        n_bad = problems.get(key, 0)
+        r.expect(n_bad == 0, what + (f" (wrong in {n_bad} of 1500)" if n_bad else ""), first_problem.get(key))
+    if n_with_next:
+        share = n_is_next / n_with_next
+        r.expect(abs(share - 0.5) < 0.05, f"IsNext in {share:.3f} of the examples that have a next "
+                                          f"sentence (BERT: 0.5)",
+                 "B is the true next sentence with probability 0.5")
+    if n_last:
+        r.expect(n_last_not_next == n_last, "A = the last sentence of a document always gives NotNext",
+                 "when sent_index is the last sentence there is no true next one: make it NotNext")
+
+    # ---- a NotNext B: uniform over the other documents, and over their sentences
+    seen_docs = np.zeros(len(docs))
+    seen_sents = {d: set() for d in range(len(docs))}
+    for i in range(600):
+        ids, types, label = run(docs, 0, len(docs[0]) - 1, 9000 + i, 64)
+        parsed = parse(ids, types)
+        if isinstance(parsed, str) or owner.get(parsed[1][0]) is None:
+            continue
+        bd, bs = owner[parsed[1][0]]
+        seen_docs[bd] += 1
+        seen_sents[bd].add(bs)
+    others = seen_docs[1:]
+    r.expect(others.sum() > 0 and np.all(np.abs(others - others.mean()) < 0.4 * others.mean()),
+             "the random document is drawn uniformly from the other documents",
+             "draw the document uniformly among all documents but doc_index")
+    r.expect(all(len(seen_sents[d]) == len(docs[d]) for d in range(1, len(docs))),
+             "any sentence of the random document can be B",
+             "draw B's sentence uniformly within the random document, not always its first")
+
+    # ---- truncation
+    long_docs, long_owner = _documents(np.random.default_rng(9), [4, 4, 4], lengths=(6, 14))
+    trunc_bad = None
+    for i in range(300):
+        d, s = i % 3, i % 4
+        for max_len in (8, 13, 20):
+            ids, types, label = run(long_docs, d, s, 20000 + i, max_len)
+            parsed = parse(ids, types)
+            if isinstance(parsed, str):
+                trunc_bad = trunc_bad or parsed
+                continue
+            a, b = parsed
+            full_a = long_docs[d][s]
+            src = long_owner.get(b[0])
+            full_b = long_docs[src[0]][src[1]] if src else []
+            if not _is_run(a, full_a) or not _is_run(b, full_b):
+                trunc_bad = trunc_bad or "truncation removes tokens from the ends of A or B, nothing else"
+                continue
+            if len(ids) != min(len(full_a) + len(full_b) + 3, max_len):
+                trunc_bad = trunc_bad or (f"the input must have min(len(A) + len(B) + 3, max_len) tokens: "
+                                          f"got {len(ids)} with max_len={max_len}")
+                continue
+            cut_a, cut_b = len(a) < len(full_a), len(b) < len(full_b)
+            if (cut_a and len(a) < len(b)) or (cut_b and len(b) < len(a) - 1):
+                trunc_bad = trunc_bad or ("remove tokens one at a time from the LONGER of A and B "
+                                          "(B on a tie), so neither is cut more than needed")
+    r.expect(trunc_bad is None, "long pairs are truncated to max_len, from the longer segment",
+             trunc_bad)
+
+    # ---- reproducible from rng alone
+    x = run(docs, 3, 2, 77, 64)
+    np.random.seed(5)
+    y = run(docs, 3, 2, 77, 64)
+    r.expect(x == y, "the same rng seed gives the same example",
+             "draw every random number from the rng argument")
+
+
+# ================================================================================ adamw
+_HP = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.1)
+
+
+def _reference_adamw(p0, grads, decay, hp=_HP):
+    """minibert.optim.AdamW on a one-tensor ParamStore: (param, m, v) after each step."""
+    store = ParamStore([ParamSpec("w", p0.shape, "zeros", decay)], np, np.float64)
+    store.params["w"][...] = p0
+    opt = AdamW(store, lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"],
+                weight_decay=hp["weight_decay"])
+    out = []
+    for g in grads:
+        store.grads["w"][...] = g
+        opt.step()
+        out.append((store.params["w"].copy(), opt.m.reshape(p0.shape).copy(), opt.v.reshape(p0.shape).copy()))
+    return out
+
+
+def _variant_adamw(p, grads, decay, *, mode="decoupled", bias_correction=True, eps_inside=False, hp=_HP):
+    """The usual wrong versions, to recognise them."""
+    lr, b1, b2, eps, wd = hp["lr"], hp["beta1"], hp["beta2"], hp["eps"], hp["weight_decay"]
+    m = np.zeros_like(p)
+    v = np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        if decay and mode == "l2":
+            g = g + wd * p
+        if decay and mode == "decoupled":
+            p = p * (1 - lr * wd)
+        if decay and mode == "no_lr":
+            p = p * (1 - wd)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bias_correction else (m, v)
+        denom = np.sqrt(vh + eps) if eps_inside else np.sqrt(vh) + eps
+        new = p - lr * mh / denom
+        if decay and mode == "after":
+            new = new * (1 - lr * wd)
+        p = new
+    return p
+
+
+@checker("adamw")
+def check_adamw(r: Report) -> None:
+    rng = np.random.default_rng(10)
+    shape = (3, 4)
+    p0 = rng.standard_normal(shape)
+    grads = [rng.standard_normal(shape) * 0.5 for _ in range(5)]
+    for decay in (True, False):
+        ref = _reference_adamw(p0, grads, decay)
+        p, m, v = p0.copy(), np.zeros(shape), np.zeros(shape)
+        errs = {"param": 0.0, "m": 0.0, "v": 0.0, "update": 0.0}
+        for t, g in enumerate(grads, start=1):
+            res = call(r, "adamw_step", p.copy(), g.copy(), m.copy(), v.copy(), t, decay=decay, **_HP)
+            p, m, v = unpack(r, "adamw_step", res, 3, "param, m, v")
+            hint_t = "t is 1 at the first step: 1 - beta1**t must not be 0"
+            p = as_array(r, f"param after step {t}", p, shape, hint_t)
+            m = as_array(r, f"m after step {t}", m, shape, hint_t)
+            v = as_array(r, f"v after step {t}", v, shape, hint_t)
+            rp, rm, rv = ref[t - 1]
+            errs["param"] = max(errs["param"], max_rel_error(p, rp))
+            errs["m"] = max(errs["m"], max_rel_error(m, rm))
+            errs["v"] = max(errs["v"], max_rel_error(v, rv))
+            errs["update"] = max(errs["update"], max_rel_error(p - p0, rp - p0))
+        flag = f"decay={decay}"
+        known = []
+        if decay:
+            known += [
+                (_variant_adamw(p0, grads, True, mode="l2"),
+                 "that is L2 regularisation (wd * param added to the gradient); AdamW decays the "
+                 "weights directly: param *= 1 - lr * weight_decay, outside Adam's update"),
+                (_variant_adamw(p0, grads, False), "with decay=True the weights must be decayed"),
+                (_variant_adamw(p0, grads, True, mode="no_lr"), "the decay factor is 1 - lr * weight_decay"),
+                (_variant_adamw(p0, grads, True, mode="after"),
+                 "decay the parameter as it was before this step's Adam update (decay first)"),
+            ]
+        else:
+            known += [(_variant_adamw(p0, grads, True),
+                       "decay=False (biases, LayerNorm) means no weight decay at all for this tensor"),
+                      (_variant_adamw(p0, grads, True, mode="l2"),
+                       "decay=False (biases, LayerNorm) means no weight decay at all for this tensor")]
+        known += [(_variant_adamw(p0, grads, decay, bias_correction=False),
+                   "bias correction is missing: m_hat = m / (1 - beta1**t), v_hat = v / (1 - beta2**t)"),
+                  (_variant_adamw(p0, grads, decay, eps_inside=True),
+                   "eps goes outside the square root: sqrt(v_hat) + eps")]
+        for what, how in (("m", "m = beta1 * m + (1 - beta1) * grad (store m itself, not m_hat)"),
+                          ("v", "v = beta2 * v + (1 - beta2) * grad**2 (store v itself, not v_hat)")):
+            line = f"{what}, 5 steps, {flag}, vs minibert"
+            if errs[what] < 1e-12:
+                r.ok(f"{line:<44s} max_rel_error {errs[what]:.1e} (< 1e-12)")
+            else:
+                r.fail(f"{line:<44s} max_rel_error {errs[what]:.1e} (must be < 1e-12)", how)
+        moments_ok = errs["m"] < 1e-12 and errs["v"] < 1e-12
+        err = errs["param"]
+        line = f"param, 5 steps, {flag}, vs minibert"
+        if err < 1e-12 and errs["update"] < 1e-9:
+            r.ok(f"{line:<44s} max_rel_error {err:.1e} (< 1e-12)")
+        else:
+            hint = diagnose(p, known) or (None if not moments_ok else
+                                          "param -= lr * m_hat / (sqrt(v_hat) + eps), after the decay")
+            r.fail(f"{line:<44s} max_rel_error {err:.1e} (must be < 1e-12); "
+                   f"the total update is off by {errs['update']:.1e}", hint)

@@ -1,0 +1,1 @@
+"""Instructor solutions, one module per exercise (left out of the student copy)."""

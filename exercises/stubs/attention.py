@@ -1,0 +1,59 @@
+"""Exercise: scaled dot-product attention with a padding mask.
+
+For every head, each query attends to every key of its sequence:
+
+    S = q k^T / sqrt(D)                (B, A, T, T): one score per (query, key)
+    S[..., key] = -big   where the key is padding (attention_mask == 0)
+    P = softmax(S) over the keys       (each row sums to 1)
+    out = P v                          (B, A, T, D)
+
+Shapes: B batch, A heads, T sequence length, D head size (H / A).
+
+Check your work with:   python -m exercises check attention
+"""
+import math
+
+import numpy as np
+
+
+def attention_forward(q, k, v, attention_mask):
+    """Forward pass.
+
+    Args:
+        q, k, v: (B, A, T, D)
+        attention_mask: (B, T) of 0/1: 1 = a real token, 0 = padding
+
+    Returns:
+        out: (B, A, T, D)
+        cache: what the backward pass needs
+
+    Hints:
+        * the mask hides *keys* (the last axis of S), for every query and head:
+          reshape it to (B, 1, 1, T) so it broadcasts.
+        * mask *before* the softmax, by adding a very negative number to the
+          scores of padded keys (np.finfo(q.dtype).min, as Hugging Face does).
+          Zeroing probabilities after the softmax leaves rows that no longer
+          sum to 1.
+        * do not forget the 1 / sqrt(D).
+    """
+    # TODO
+    raise NotImplementedError
+
+
+def attention_backward(dout, cache):
+    """Backward pass.
+
+    Args:
+        dout: (B, A, T, D)
+
+    Returns:
+        dq, dk, dv: (B, A, T, D) each
+
+    Derivation (the mask is a constant, so it acts only through P):
+        dv = P^T dout
+        dP = dout v^T
+        dS = P * (dP - sum_keys(dP * P))        (the softmax backward, row by row)
+        dq = dS k / sqrt(D)        dk = dS^T q / sqrt(D)
+    """
+    # TODO
+    raise NotImplementedError

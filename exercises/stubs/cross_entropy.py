@@ -1,0 +1,49 @@
+"""Exercise: softmax cross-entropy with ignored labels.
+
+BERT's MLM loss is computed only at the ~15% of positions chosen for
+prediction; every other position carries the label -100 ("ignore").  The
+loss is the mean over the labelled rows only:
+
+    loss = -(1 / n_valid) * sum over rows n with labels[n] != ignore_index of log p[n, labels[n]]
+    log p = log softmax(logits) = z - log(sum(exp(z))),  z = logits - max(logits)
+
+Check your work with:   python -m exercises check cross_entropy
+"""
+import numpy as np
+
+
+def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
+    """Forward pass.
+
+    Args:
+        logits: (N, C) floats
+        labels: (N,) ints, each a class in [0, C) or ignore_index
+        ignore_index: the label of rows that do not count
+
+    Returns:
+        loss: a scalar (a Python float or a 0-d array); 0 when no row is labelled
+        cache: what the backward pass needs
+
+    Hints:
+        * divide by the number of labelled rows, not by N.
+        * -100 is not a class: ``logp[np.arange(N), labels]`` would read
+          column -100 (or fail).  Replace ignored labels by 0 before indexing,
+          then multiply by a 0/1 mask.
+        * compute log-softmax stably (subtract the row max): never log(softmax).
+    """
+    # TODO
+    raise NotImplementedError
+
+
+def softmax_cross_entropy_backward(dloss, cache):
+    """Backward pass.
+
+    Args:
+        dloss: the gradient of the final objective with respect to the loss (a scalar, often 1.0)
+
+    Returns:
+        dlogits: (N, C) = dloss * (softmax(logits) - onehot(labels)) / n_valid on labelled rows,
+        exactly 0 on ignored rows.
+    """
+    # TODO
+    raise NotImplementedError

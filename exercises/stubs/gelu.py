@@ -1,0 +1,48 @@
+"""Exercise: the GELU activation, exactly.
+
+BERT's feed-forward layers use GELU, not ReLU:
+
+    GELU(x) = x * Phi(x),     Phi(x) = (1 + erf(x / sqrt(2))) / 2
+
+where Phi is the cumulative distribution function of the standard normal.
+(google-research/bert computed a tanh approximation of it; Hugging Face's
+hidden_act="gelu" is the exact form, and that is the one asked for here.)
+
+Check your work with:   python -m exercises check gelu
+"""
+import math
+
+import numpy as np
+from scipy.special import erf  # vectorised erf for arrays
+
+
+def gelu_forward(x):
+    """Forward pass.
+
+    Args:
+        x: an array of any shape
+
+    Returns:
+        y: same shape, GELU(x)
+        cache: what the backward pass needs
+    """
+    # TODO: y = x * Phi(x) with the exact Phi above.
+    raise NotImplementedError
+
+
+def gelu_backward(dy, cache):
+    """Backward pass.
+
+    Args:
+        dy: same shape as x
+
+    Returns:
+        dx: same shape as x
+
+    Derivation: the product rule on x * Phi(x), with Phi' = phi, the standard
+    normal density phi(x) = exp(-x^2 / 2) / sqrt(2 pi):
+
+        d GELU / dx = Phi(x) + x * phi(x)
+    """
+    # TODO: dx = dy * (Phi(x) + x * phi(x)).
+    raise NotImplementedError

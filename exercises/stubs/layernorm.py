@@ -1,0 +1,53 @@
+"""Exercise: layer normalisation.
+
+Each vector x (one token's hidden state, length H) is normalised over its own
+H entries, then scaled and shifted:
+
+    mu = mean(x)             var = mean((x - mu)^2)      (biased: divide by H)
+    xhat = (x - mu) / sqrt(var + eps)
+    y = gamma * xhat + beta
+
+Check your work with:   python -m exercises check layernorm
+"""
+import numpy as np
+
+
+def layernorm_forward(x, gamma, beta, eps=1e-12):
+    """Forward pass.
+
+    Args:
+        x: (..., H), e.g. (B, T, H); normalise over the last axis only
+        gamma, beta: (H,)
+        eps: added to the variance inside the square root (BERT uses 1e-12)
+
+    Returns:
+        y: (..., H)
+        cache: what the backward pass needs (xhat, 1/sqrt(var + eps) and gamma suffice)
+    """
+    # TODO: the four lines above.  Use keepdims=True so that mu and var broadcast.
+    raise NotImplementedError
+
+
+def layernorm_backward(dy, cache):
+    """Backward pass.
+
+    Args:
+        dy: (..., H)
+        cache: from layernorm_forward
+
+    Returns:
+        dx: (..., H), dgamma: (H,), dbeta: (H,)
+
+    Derivation.  Write g = dy * gamma (the gradient with respect to xhat) and
+    r = 1 / sqrt(var + eps).  Every x_j of a row moves mu and var, and through
+    them every xhat_i of the row, which gives two correction terms:
+
+        dx = r * (g - mean(g) - xhat * mean(g * xhat))      (means over the last axis)
+
+    Hints:
+        * dgamma and dbeta sum over every axis but the last.
+        * the usual mistakes: leaving out "- mean(g)" (the path through mu) or
+          "- xhat * mean(g * xhat)" (the path through var).
+    """
+    # TODO: compute dgamma, dbeta and dx.
+    raise NotImplementedError

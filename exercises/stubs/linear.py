@@ -1,0 +1,53 @@
+"""Exercise: the fully connected (linear) layer.
+
+Every projection in BERT is one of these: the query, key and value
+projections, the attention output, the two feed-forward layers, the pooler
+and the heads.
+
+    y = x W^T + b
+
+W is stored in PyTorch's layout, [out_features, in_features], so a row of W
+holds the weights of one output unit.
+
+Check your work with:   python -m exercises check linear
+"""
+import numpy as np
+
+
+def linear_forward(x, W, b):
+    """Forward pass.
+
+    Args:
+        x: (..., in)  any number of leading axes, e.g. (N, in) or (B, T, in)
+        W: (out, in)
+        b: (out,)
+
+    Returns:
+        y: (..., out)
+        cache: whatever the backward pass needs (your choice, e.g. a tuple)
+    """
+    # TODO: compute y and choose what to keep in the cache.
+    # Hint: with W stored as (out, in), x @ W.T has shape (..., out); b broadcasts.
+    raise NotImplementedError
+
+
+def linear_backward(dy, cache):
+    """Backward pass.
+
+    Args:
+        dy: (..., out)  the gradient of the loss with respect to y
+        cache: from linear_forward
+
+    Returns:
+        dx: (..., in), dW: (out, in), db: (out,)
+
+    Derivation, with x flattened to X (N, in) and dy to G (N, out):
+        y_nj = sum_i X_ni W_ji + b_j
+        dL/dX = G W          dL/dW = G^T X          dL/db_j = sum_n G_nj
+    """
+    # TODO: compute dx, dW and db.
+    # Hints:
+    #   * a gradient has the shape of the thing it is the gradient of: dW is (out, in).
+    #   * the bias is added to every row, so its gradient sums over all rows
+    #     (all leading axes): reshape dy and x to 2-D first.
+    raise NotImplementedError
