@@ -367,8 +367,14 @@ class StopSignal:
 
 
 # -------------------------------------------------------------------------- loop
-def pretrain(a: TrainArgs, log=print) -> RunResult:
-    """Run (or resume) a pre-training job; see the module docstring."""
+def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
+    """Run (or resume) a pre-training job; see the module docstring.
+
+    log: where the set-up and end messages go (``print`` by default).
+    on_record: called with each record as it is written to metrics.jsonl
+        (a dict with "kind" = "train" or "eval", "step" and the metrics),
+        e.g. to draw a live plot in a notebook.
+    """
     config = check_args(a)
     out = Path(a.out)
     checkpoint = latest_checkpoint(out) if a.resume else None
@@ -405,6 +411,8 @@ def pretrain(a: TrainArgs, log=print) -> RunResult:
         history.append(entry)
         metrics.write(json.dumps(entry) + "\n")
         metrics.flush()
+        if on_record is not None:
+            on_record(entry)
 
     if step == 0:
         record(dict(kind="eval", step=0, **evaluate(model, eval_batches), unigram_baseline=baseline))
@@ -496,15 +504,19 @@ def _write_history(path: Path, records: list) -> None:
 
 
 # -------------------------------------------------------------------------- plot
-def plot_history(history, path, vocab_size=None):
-    """Train and held-out MLM loss, and accuracies, with the baselines drawn as lines."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot_history(history, path=None, vocab_size=None):
+    """Train and held-out MLM loss, and accuracies, with the baselines drawn as lines.
+
+    Saves a PNG at ``path`` (if given) and returns the matplotlib ``Figure``.
+    """
+    # a bare Figure, not pyplot: saving a file must not switch the backend of a
+    # notebook or an interactive session that called us
+    from matplotlib.figure import Figure
 
     train = [h for h in history if h["kind"] == "train"]
     evals = [h for h in history if h["kind"] == "eval"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    ax1, ax2 = fig.subplots(1, 2)
     if train:
         ax1.plot([h["step"] for h in train], [h["mlm_loss"] for h in train], lw=1, alpha=0.7,
                  label="MLM loss (train)")
@@ -534,8 +546,9 @@ def plot_history(history, path, vocab_size=None):
     ax2.set_title("Accuracy")
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 # ---------------------------------------------------------------------- fill-mask

@@ -220,3 +220,14 @@ def test_help_reads_like_a_manual(capsys):
     text = capsys.readouterr().out
     for piece in ("--corpus", "--resume", "--stop-at", "examples:", "metrics.jsonl", "SIGTERM"):
         assert piece in text
+
+
+def test_plot_keeps_the_matplotlib_backend_and_records_reach_a_callback(corpus_file, tmp_path):
+    import matplotlib
+    backend = matplotlib.get_backend()
+    seen = []
+    pretrain(small_args(corpus_file, tmp_path, steps=3, eval_every=3, plot=True), log=lambda *a: None,
+             on_record=seen.append)
+    assert matplotlib.get_backend() == backend
+    assert [(r["kind"], r["step"]) for r in seen] == [("eval", 0), ("train", 1), ("train", 2), ("train", 3),
+                                                      ("eval", 3)]
