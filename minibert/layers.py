@@ -7,6 +7,12 @@ the array module is read off the inputs with ``get_array_module``.
 
 Shapes use B (batch), T (sequence length), H (hidden size), A (heads),
 D = H / A (head size), I (intermediate size), V (vocabulary), N (rows).
+
+The code below is the reference.  For float32 NumPy arrays, the functions
+whose elementwise work costs the most hand it to ``fast.py`` (marked
+"fast path"): the same formulas computed in cache-sized blocks on all
+cores, equal to the reference bit for bit or within float32 rounding (see
+that module).  ``MINIBERT_FAST=0`` runs the reference everywhere.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import math
 
 import numpy as np
 
+from . import fast
 from .backend import erf_fn, scatter_add_rows
 
 
@@ -30,10 +37,13 @@ def linear_forward(x, W, b):
     """y = x W^T + b, with W in PyTorch's [out, in] layout.
 
     x: (..., in); W: (out, in); b: (out,)  ->  y: (..., out)
+
+    The leading axes are flattened first: one (N, in) x (in, out) product is
+    one BLAS call, where a (B, T, in) @ (in, out) product would be B calls.
     """
-    y = x @ W.T
+    y = x.reshape(-1, x.shape[-1]) @ W.T
     y += b
-    return y, (x, W)
+    return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
 
 
 def linear_backward(dy, cache):
@@ -44,7 +54,7 @@ def linear_backward(dy, cache):
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
-    dx = dy @ W
+    dx = (dy2 @ W).reshape(x.shape)
     dW = dy2.T @ x2
     db = dy2.sum(axis=0)
     return dx, dW, db
@@ -81,6 +91,8 @@ def layernorm_forward(x, gamma, beta, eps):
     y = gamma * (x - mean) / sqrt(var + eps) + beta, with the biased variance.
     x: (..., H); gamma, beta: (H,)  ->  y: (..., H)
     """
+    if fast.applies(x, gamma, beta):  # fast path: the same operations, row blocks on all cores
+        return fast.layernorm_forward(x, gamma, beta, eps)
     mu = x.mean(axis=-1, keepdims=True)
     xc = x - mu
     var = (xc * xc).mean(axis=-1, keepdims=True)
@@ -98,6 +110,8 @@ def layernorm_backward(dy, cache):
         dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
     """
     xhat, rstd, gamma = cache
+    if fast.applies(dy, xhat):  # fast path
+        return fast.layernorm_backward(dy, cache)
     H = dy.shape[-1]
     dgamma = (dy * xhat).reshape(-1, H).sum(axis=0)
     dbeta = dy.reshape(-1, H).sum(axis=0)
@@ -124,6 +138,9 @@ def gelu_forward(x, approximate="none"):
     x: any shape -> same shape.
     """
     xp = get_array_module(x)
+    if approximate in ("none", "tanh") and fast.applies(x):
+        # fast path: float32 erf in float64 blocks (within 1 ulp of SciPy's), on all cores
+        return fast.gelu_forward(x, approximate)
     if approximate == "none":
         cdf = 0.5 * (1.0 + erf_fn(xp)(x * _INV_SQRT_2))
         return x * cdf, (x, cdf, None)
@@ -141,6 +158,8 @@ def gelu_backward(dy, cache):
     """
     x, cdf, t = cache
     xp = get_array_module(x)
+    if fast.applies(dy, x):  # fast path: the same operations, blocked and threaded
+        return fast.gelu_backward(dy, cache)
     if t is None:
         pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
         return dy * (cdf + x * pdf)
@@ -193,6 +212,8 @@ def dropout_forward(x, p, rng, train):
     """
     if not train or p == 0.0:
         return x, None
+    if fast.applies(x):  # fast path: one draw as below, mask and product in blocks
+        return fast.dropout_mask_apply(x, rng(x.shape), p)
     keep = rng(x.shape) >= p
     scale = x.dtype.type(1.0 / (1.0 - p))
     mask = keep * scale  # entries are 0 or 1/(1-p), in x's dtype
@@ -201,6 +222,8 @@ def dropout_forward(x, p, rng, train):
 
 def dropout_backward(dout, cache):
     mask = cache
+    if mask is not None and fast.applies(dout, mask) and dout.shape == mask.shape:
+        return fast.multiply(dout, mask)  # fast path
     return dout if mask is None else dout * mask
 
 
@@ -227,12 +250,20 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
         out = P v                            (B, A, T, D)
     """
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = (q @ k.swapaxes(-1, -2)) * scale
-    if mask_bias is not None:
-        scores += mask_bias
-    probs, sm_cache = softmax_forward(scores, axis=-1)
-    probs_d, do_cache = dropout_forward(probs, dropout_p, rng, train)
-    out = probs_d @ v
+    if fast.applies(q, k, v):
+        # fast path: the B*A small products spread over the cores (one BLAS thread each), then
+        # scale, mask, softmax and dropout in one pass over row blocks
+        probs, probs_d, do_cache = fast.attention_probs(fast.matmul(q, k.swapaxes(-1, -2)), scale,
+                                                        mask_bias, dropout_p, rng, train)
+        sm_cache = (probs, -1)
+        out = fast.matmul(probs_d, v)
+    else:
+        scores = (q @ k.swapaxes(-1, -2)) * scale
+        if mask_bias is not None:
+            scores += mask_bias
+        probs, sm_cache = softmax_forward(scores, axis=-1)
+        probs_d, do_cache = dropout_forward(probs, dropout_p, rng, train)
+        out = probs_d @ v
     # sequences whose every key is masked (attention_mask all 0): see attention_backward
     dead = None
     if mask_bias is not None:
@@ -241,8 +272,11 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     return out, (q, k, v, probs_d, sm_cache, do_cache, scale, dead)
 
 
-def attention_backward(dout, cache):
+def attention_backward(dout, cache, out=None):
     """dout: (B, A, T, D)  ->  dq, dk, dv: (B, A, T, D).
+
+    ``out``, optional: a (3, B, A, T, D) array that receives dq, dk and dv
+    (they are then views of it), so a caller that wants them stacked saves a copy.
 
     The mask bias is a constant, so it only acts through the softmax.
 
@@ -255,13 +289,23 @@ def attention_backward(dout, cache):
     differences do not see.)
     """
     q, k, v, probs_d, sm_cache, do_cache, scale, dead = cache
-    dv = probs_d.swapaxes(-1, -2) @ dout
-    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), do_cache)
-    dscores = softmax_backward(dprobs, sm_cache) * scale
-    if dead is not None:
-        dscores[dead] = 0
-    dq = dscores @ k
-    dk = dscores.swapaxes(-1, -2) @ q
+    xp = get_array_module(dout)
+    if out is None:
+        out = xp.empty((3,) + q.shape, dtype=q.dtype)
+    dq, dk, dv = out
+    is_fast = fast.applies(dout, q, k, v)
+    mm = fast.matmul if is_fast else xp.matmul  # fast path: see attention_forward
+    mm(probs_d.swapaxes(-1, -2), dout, out=dv)
+    if is_fast:
+        # fast path: dropout and softmax backward in one pass over row blocks, on all cores
+        dscores = fast.attention_dscores(mm(dout, v.swapaxes(-1, -2)), sm_cache[0], do_cache, scale, dead)
+    else:
+        dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), do_cache)
+        dscores = softmax_backward(dprobs, sm_cache) * scale
+        if dead is not None:
+            dscores[dead] = 0
+    mm(dscores, k, out=dq)
+    mm(dscores.swapaxes(-1, -2), q, out=dk)
     return dq, dk, dv
 
 
@@ -285,6 +329,9 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
     The log-softmax is computed stably as z - max - log(sum(exp(z - max))).
     With no labelled row the loss is 0 (and so is its gradient).
     """
+    if fast.applies(logits) and logits.ndim == 2:
+        # fast path: fused, per row block; keeps two numbers per row instead of log p
+        return fast.softmax_cross_entropy_forward(logits, labels, ignore_index)
     xp = get_array_module(logits)
     valid = labels != ignore_index
     n_valid = int(valid.sum())
@@ -300,6 +347,8 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
 
 def softmax_cross_entropy_backward(dloss, cache):
     """dlogits = (softmax(logits) - onehot(label)) / n_valid, zero on ignored rows."""
+    if isinstance(cache, fast.CrossEntropyCache):  # fast path (forward took it)
+        return fast.softmax_cross_entropy_backward(dloss, cache)
     logp, safe, valid, denom = cache
     xp = get_array_module(logp)
     dlogits = xp.exp(logp)

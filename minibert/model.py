@@ -215,7 +215,9 @@ class BertModel:
             lc = {}
             # self-attention: one matmul gives Q, K and V
             qkv, lc["qkv"] = L.linear_forward(x, w["Wqkv"], w["bqkv"])           # (B, T, 3H)
-            q, k, v = qkv.reshape(B, T, 3, A, c.head_dim).transpose(2, 0, 3, 1, 4)  # 3 x (B, A, T, D)
+            # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
+            # block is contiguous: the batched products below then run at full speed
+            q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, c.head_dim).transpose(2, 0, 3, 1, 4))
             ctx, lc["att"] = L.attention_forward(q, k, v, bias, p_a, self._uniform, train)
             a, lc["ao"] = L.linear_forward(L.merge_heads(ctx), P[n["ao"] + ".weight"], P[n["ao"] + ".bias"])
             a, lc["drop1"] = L.dropout_forward(a, p_h, self._uniform, train)
@@ -276,9 +278,11 @@ class BertModel:
             dctx, dW, db = L.linear_backward(da, lc["ao"])
             put(n["ao"] + ".weight", dW)
             put(n["ao"] + ".bias", db)
-            dq, dk, dv = L.attention_backward(L.split_heads(dctx, A), lc["att"])
+            # dq, dk, dv written side by side into one (3, B, A, T, D) array, then
             # (3, B, A, T, D) -> (B, T, 3, A, D) -> (B, T, 3H): the inverse of the forward split
-            dqkv = self.xp.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * c.hidden_size)
+            d3 = self.xp.empty((3, B, A, T, c.head_dim), dtype=self.dtype)
+            L.attention_backward(L.split_heads(dctx, A), lc["att"], out=d3)
+            dqkv = d3.transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * c.hidden_size)
             dx, dW, db = L.linear_backward(dqkv, lc["qkv"])
             self._put_fused(w["dWqkv"], dW)
             self._put_fused(w["dbqkv"], db)
