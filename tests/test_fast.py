@@ -1,0 +1,218 @@
+"""The float32 fast paths (minibert/fast.py) against the reference code in layers.py.
+
+Most fast functions repeat the reference's float32 operations in the same
+order and must return the same bits; the exact GELU forward (float64 erf
+per block) and the LayerNorm parameter gradients (sums per block) are
+compared within float32 tolerances.  Every fast function must also give the
+same bits with one thread and with several (the blocks do not depend on the
+thread count).
+"""
+import contextlib
+
+import numpy as np
+import pytest
+from scipy.special import erf as scipy_erf
+
+import minibert as mb
+from minibert import fast, layers as L
+from conftest import padded_batch
+
+
+@contextlib.contextmanager
+def reference():
+    """Run the block with the fast paths off."""
+    was = fast.enabled()
+    fast.set_enabled(False)
+    try:
+        yield
+    finally:
+        fast.set_enabled(was)
+
+
+@contextlib.contextmanager
+def threads(n, block=None):
+    old_n, old_block = fast.num_threads(), fast.BLOCK
+    fast.set_num_threads(n)
+    if block:
+        fast.BLOCK = block  # small blocks: many of them even on small test arrays
+    try:
+        yield
+    finally:
+        fast.set_num_threads(old_n)
+        fast.BLOCK = old_block
+
+
+def f32(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def same(a, b):
+    for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+        np.testing.assert_array_equal(x, y)
+
+
+# ----------------------------------------------------------------------------- erf
+def test_erf_within_one_float32_ulp_of_scipy():
+    # a dense grid over the whole range, the tails where erf rounds to +-1, tiny values, specials
+    x = np.concatenate([np.linspace(-6, 6, 1_200_001), np.geomspace(1e-38, 1.0, 20_000),
+                        -np.geomspace(1e-38, 1.0, 20_000), [0.0, 3.9, 3.95, 4.0, 10.0, 1e30]])
+    x = x.astype(np.float32)
+    got = fast.erf(x)
+    assert got.dtype == np.float32
+    ref = scipy_erf(x.astype(np.float64)).astype(np.float32)   # the exact value, rounded once
+    ulps = np.abs(got.astype(np.float64) - ref) / np.spacing(np.abs(ref))
+    assert ulps.max() <= 1.0, f"max error {ulps.max():.2f} ulp at x={x[ulps.argmax()]}"
+    assert np.abs(got).max() <= 1.0
+    np.testing.assert_array_equal(fast.erf(np.array([np.inf, -np.inf], np.float32)), [1.0, -1.0])
+    assert np.isnan(fast.erf(np.array([np.nan], np.float32)))[0]
+
+
+def test_erf_coefficients_come_from_the_fit():
+    # a quick, coarser run of the fit that produced the constants lands next to them
+    p, q, err = fast.fit_erf_rational(5, 5, iterations=15, points=4000)
+    assert err < 5e-8
+    assert np.allclose(p, fast._ERF_P, rtol=0.05) and np.allclose(q, fast._ERF_Q, rtol=0.05)
+
+
+# ---------------------------------------------------------------------------- GELU
+def test_exact_gelu_forward_within_float32_rounding(rng):
+    x = f32(rng, 64, 300, scale=3.0)
+    y, (_, cdf, _) = L.gelu_forward(x, "none")
+    with reference():
+        y_ref, (_, cdf_ref, _) = L.gelu_forward(x, "none")
+    x64 = x.astype(np.float64)
+    exact_cdf = 0.5 * (1 + scipy_erf(x64 / np.sqrt(2)))
+    # Phi = (1 + erf) / 2 carries erf's absolute error (~1e-8 near erf = -1) in both
+    # forms; the fast form rounds to float32 once, the reference after every step
+    eps = float(np.spacing(np.float32(1)))
+    err_fast = np.abs(cdf - exact_cdf)
+    err_ref = np.abs(cdf_ref - exact_cdf)
+    assert err_fast.max() <= eps and err_fast.max() <= err_ref.max()
+    y_exact = x64 * exact_cdf
+    assert np.all(np.abs(y - y_exact) <= eps * (np.abs(y_exact) + np.abs(x64)))
+    assert np.abs(y - y_exact).max() <= np.abs(y_ref - y_exact).max()
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward_and_tanh_forward_equal_the_reference(rng, approximate):
+    x, dy = f32(rng, 50, 70, scale=3.0), f32(rng, 50, 70)
+    y, cache = L.gelu_forward(x, approximate)
+    dx = L.gelu_backward(dy, cache)
+    with reference():
+        y_ref, _ = L.gelu_forward(x, approximate)
+        dx_ref = L.gelu_backward(dy, cache)
+    same(dx, dx_ref)
+    if approximate == "tanh":
+        same(y, y_ref)
+
+
+# ----------------------------------------------------------------------- LayerNorm
+def test_layernorm_equals_the_reference(rng):
+    x, g, b, dy = f32(rng, 3, 41, 24, scale=2.0), f32(rng, 24), f32(rng, 24), f32(rng, 3, 41, 24)
+    with threads(2, block=24 * 10):
+        y, cache = L.layernorm_forward(x, g, b, 1e-12)
+        dx, dg, db = L.layernorm_backward(dy, cache)
+    with reference():
+        y_ref, cache_ref = L.layernorm_forward(x, g, b, 1e-12)
+        dx_ref, dg_ref, db_ref = L.layernorm_backward(dy, cache_ref)
+    same((y, cache[0], cache[1], dx), (y_ref, cache_ref[0], cache_ref[1], dx_ref))
+    np.testing.assert_allclose(dg, dg_ref, rtol=1e-5, atol=1e-5)  # sums over rows, in blocks
+    np.testing.assert_allclose(db, db_ref, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------- attention
+def attention_inputs(rng, B=3, A=2, T=9, D=4):
+    q, k, v, dout = (f32(rng, B, A, T, D) for _ in range(4))
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[0, T - 3:] = 0
+    mask[-1] = 0  # a fully padded sequence
+    return q, k, v, dout, L.attention_mask_bias(mask, np.float32)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_attention_equals_the_reference(rng, train):
+    q, k, v, dout, bias = attention_inputs(rng)
+    u = rng.random((3, 2, 9, 9), dtype=np.float32)
+    draw = lambda shape: u
+    with threads(2, block=9 * 4):
+        out, cache = L.attention_forward(q, k, v, bias, 0.2, draw, train)
+        grads = L.attention_backward(dout, cache)
+    with reference():
+        out_ref, cache_ref = L.attention_forward(q, k, v, bias, 0.2, draw, train)
+        grads_ref = L.attention_backward(dout, cache_ref)
+    same(out, out_ref)
+    same(tuple(grads), tuple(grads_ref))
+    assert not grads[0][-1].any()  # the fully padded sequence
+
+
+def test_dropout_equals_the_reference(rng):
+    x, dout = f32(rng, 20, 33), f32(rng, 20, 33)
+    u = rng.random(x.shape, dtype=np.float32)
+    out, mask = L.dropout_forward(x, 0.3, lambda s: u, True)
+    with reference():
+        out_ref, mask_ref = L.dropout_forward(x, 0.3, lambda s: u, True)
+        dx_ref = L.dropout_backward(dout, mask_ref)
+    same((out, mask, L.dropout_backward(dout, mask)), (out_ref, mask_ref, dx_ref))
+
+
+# ------------------------------------------------------------ softmax cross-entropy
+def test_cross_entropy_equals_the_reference(rng):
+    logits = f32(rng, 13, 501, scale=4.0)
+    labels = rng.integers(0, 501, 13)
+    labels[[2, 7]] = -100
+    loss, cache = L.softmax_cross_entropy_forward(logits, labels)
+    d = L.softmax_cross_entropy_backward(1.0, cache)
+    with reference():
+        loss_ref, cache_ref = L.softmax_cross_entropy_forward(logits, labels)
+        d_ref = L.softmax_cross_entropy_backward(1.0, cache_ref)
+    assert loss == loss_ref and loss.dtype == np.float32
+    same(d, d_ref)
+
+
+# ------------------------------------------------------------------- threads: bits
+def test_every_fast_function_gives_the_same_bits_with_any_thread_count(rng):
+    x, dy = f32(rng, 37, 48, scale=2.0), f32(rng, 37, 48)
+    g, b = f32(rng, 48), f32(rng, 48)
+    q, k, v, dout, bias = attention_inputs(rng, T=11)
+    u = rng.random((3, 2, 11, 11), dtype=np.float32)
+    logits, labels = f32(rng, 9, 300, scale=3.0), rng.integers(0, 300, 9)
+
+    def run():
+        out = [fast.erf(x)]
+        for kind in ("none", "tanh"):
+            y, c = fast.gelu_forward(x, kind)
+            out += [y, fast.gelu_backward(dy, c)]
+        y, c = fast.layernorm_forward(x, g, b, 1e-12)
+        out += [y, *fast.layernorm_backward(dy, c)]
+        o, c = L.attention_forward(q, k, v, bias, 0.1, lambda s: u, True)
+        out += [o, *L.attention_backward(dout, c)]
+        loss, c = fast.softmax_cross_entropy_forward(logits, labels)
+        out += [loss, fast.softmax_cross_entropy_backward(1.0, c)]
+        return out
+
+    with threads(1, block=64):
+        one = run()
+    for n in (2, 3):
+        with threads(n, block=64):
+            for a, b_ in zip(one, run()):
+                np.testing.assert_array_equal(a, b_)
+
+
+# ----------------------------------------------------------------- the whole model
+def test_model_step_with_and_without_fast_paths(rng):
+    config = mb.BertConfig(vocab_size=301, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+                           intermediate_size=80, max_position_embeddings=32)
+    batch = padded_batch(rng, config.vocab_size, B=4, T=17, n_labels=(3, 2, 1))
+
+    def step():
+        model = mb.BertForPreTraining(config, seed=5, dtype="float32")
+        out = model.forward(**batch, train=True)  # dropout on: the same masks either way
+        model.backward()
+        return float(out.loss), model.params.grad.copy()
+
+    with threads(2, block=256):
+        loss, grad = step()
+    with reference():
+        loss_ref, grad_ref = step()
+    assert abs(loss - loss_ref) <= 1e-6 * abs(loss_ref)
+    assert np.linalg.norm(grad - grad_ref) <= 1e-5 * np.linalg.norm(grad_ref)
