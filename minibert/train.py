@@ -304,7 +304,8 @@ def evaluate(model, eval_batches) -> dict:
         sums = add(sums, batch_stats(model, out, batch))
     model._cache = None  # an evaluation is never back-propagated
     not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
-    return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next))
+    return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next),
+                n_pairs=sums["n_nsp"], n_masked=sums["n_mlm"])
 
 
 # ------------------------------------------------------------------- checkpoints
