@@ -231,3 +231,11 @@ def test_plot_keeps_the_matplotlib_backend_and_records_reach_a_callback(corpus_f
     assert matplotlib.get_backend() == backend
     assert [(r["kind"], r["step"]) for r in seen] == [("eval", 0), ("train", 1), ("train", 2), ("train", 3),
                                                       ("eval", 3)]
+
+
+def test_demo_runs_end_to_end(tmp_path, capsys):
+    from minibert.demo import run_demo
+    assert run_demo(tmp_path / "demo", steps=2) == 0
+    out = capsys.readouterr().out
+    assert "held-out after 2 steps" in out and "MLM loss" in out and "fill-mask" in out
+    assert (tmp_path / "demo" / "loss.png").is_file() and (tmp_path / "demo" / "model" / "vocab.txt").is_file()
