@@ -8,7 +8,9 @@ get, with the loss curves and a few fill-mask predictions.
 from __future__ import annotations
 
 import math
+import shutil
 import time
+from pathlib import Path
 
 from .train import TrainArgs, fill_mask, pretrain
 
@@ -30,11 +32,16 @@ SENTENCES = [
 
 def run_demo(out="runs/demo", steps=None) -> int:
     start = time.perf_counter()
-    args = TrainArgs(out=str(out), **dict(DEMO, **({"steps": steps} if steps else {})))
-    import shutil
-    from pathlib import Path
-    if Path(out).exists():
-        shutil.rmtree(out)  # the demo always starts from scratch
+    settings = dict(DEMO)
+    if steps is not None:  # a shorter (or longer) demo keeps the warmup at a tenth of the run at most
+        settings.update(steps=steps, warmup=min(DEMO["warmup"], steps // 10))
+    args = TrainArgs(out=str(out), **settings)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        # the demo always starts from scratch, but only ever deletes a run of its own
+        if not (out / "metrics.jsonl").is_file():
+            raise ValueError(f"--out {out} exists and is not a minibert run directory; choose another")
+        shutil.rmtree(out)
     result = pretrain(args)
     ev = result.final_eval
     V = result.model.config.vocab_size

@@ -239,3 +239,10 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "held-out after 2 steps" in out and "MLM loss" in out and "fill-mask" in out
     assert (tmp_path / "demo" / "loss.png").is_file() and (tmp_path / "demo" / "model" / "vocab.txt").is_file()
+    assert run_demo(tmp_path / "demo", steps=1) == 0  # its own earlier run is replaced
+    precious = tmp_path / "thesis"
+    precious.mkdir()
+    (precious / "chapter1.tex").write_text("years of work")
+    with pytest.raises(ValueError, match="not a minibert run"):
+        run_demo(precious, steps=1)
+    assert (precious / "chapter1.tex").read_text() == "years of work"
