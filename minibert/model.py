@@ -68,7 +68,7 @@ class BertModel:
         self.params = ParamStore(self._param_specs(), self.xp, self.dtype)
         word = self.prefix + "embeddings.word_embeddings.weight"
         self.params.init(seed, config.initializer_range, padding_rows=[(word, config.pad_token_id)])
-        self._seed_dropout(seed)
+        self.seed_dropout(seed)
         self._cache = None
 
     # ------------------------------------------------------------------ parameters
@@ -120,7 +120,12 @@ class BertModel:
                        inter=ly + "intermediate.dense", out=ly + "output.dense", ln2=ly + "output.LayerNorm"))
 
     # --------------------------------------------------------------------- dropout
-    def _seed_dropout(self, seed):
+    def seed_dropout(self, seed):
+        """Re-seed the dropout masks: an int, or a tuple of ints such as (run_seed, step).
+
+        The trainer calls it before every step, so that the masks depend only on
+        the run's seed and the step number, and a resumed run draws the same ones.
+        """
         # a stream of its own, distinct from the one that drew the initial weights
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
@@ -353,6 +358,10 @@ class BertModel:
         if not accumulate:
             # parameters a backward may not touch (e.g. an unused head) must read 0
             self.params.zero_grad()
+
+    def release(self):
+        """Forget the caches of the last forward (its activations), e.g. after an evaluation."""
+        self._cache = None
 
     def zero_grad(self):
         self.params.zero_grad()

@@ -302,7 +302,7 @@ def evaluate(model, eval_batches) -> dict:
     for batch in eval_batches:
         out = model.forward(**batch, train=False)
         sums = add(sums, batch_stats(model, out, batch))
-    model._cache = None  # an evaluation is never back-propagated
+    model.release()  # an evaluation is never back-propagated
     not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
     return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next),
                 n_pairs=sums["n_nsp"], n_masked=sums["n_mlm"])
@@ -428,7 +428,7 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
         with StopSignal() as stop, np.errstate(over="ignore", invalid="ignore"):
             while step < end:
                 # ---- one optimiser step: accum micro-batches, clip, AdamW
-                model._seed_dropout((a.seed, step))       # dropout masks depend on (seed, step) only
+                model.seed_dropout((a.seed, step))        # dropout masks depend on (seed, step) only
                 lr = a.lr * linear_warmup_decay(step, a.steps, a.warmup_steps)
                 sums = {}
                 for micro in range(a.accum):
@@ -562,7 +562,7 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5):
         raise ValueError(f"no [MASK] in {text!r}: write [MASK] where a word should be predicted")
     out = model.forward(ids, np.asarray([enc["token_type_ids"]]), np.asarray([enc["attention_mask"]]),
                         train=False)
-    model._cache = None
+    model.release()
     logits = to_numpy(out.mlm_logits[0, positions]).astype(np.float64)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
