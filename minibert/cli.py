@@ -176,10 +176,7 @@ def _train_tokenizer(ns) -> int:
     out = Path(ns.out)
     if out.parent and not out.parent.exists():
         raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
-    kwargs = {"data_dir": ns.data_dir} if ns.data_dir else {}
-    if ns.corpus not in ("builtin", "wikitext-2", "wikitext2"):
-        kwargs = {"fmt": ns.corpus_format}
-    corpus = load_corpus(ns.corpus, **kwargs)
+    corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir)
     tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
     out.write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
     print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")

@@ -6,7 +6,6 @@ MLM decoder is the word-embedding matrix and is not written again.
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -69,7 +68,3 @@ def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0):
         state = {k: v for k, v in state.items() if not k.startswith("cls.")}
     model.load_state_dict(state)
     return model
-
-
-def read_config(directory) -> dict:
-    return json.loads((Path(directory) / CONFIG_NAME).read_text())

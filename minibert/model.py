@@ -460,9 +460,6 @@ class BertForPreTraining(BertModel):
 
     prefix = "bert."
 
-    def __init__(self, config: BertConfig, seed: int = 0, dtype="float32", device: str = "cpu"):
-        super().__init__(config, seed=seed, dtype=dtype, device=device)
-
     def _param_specs(self):
         H, V = self.config.hidden_size, self.config.vocab_size
         return super()._param_specs() + [

@@ -209,10 +209,7 @@ def prepare_data(a: TrainArgs, out: Path):
     from .pretraining_data import build_pretraining_dataset
     from .tokenizer import WordPieceTokenizer, train_wordpiece
 
-    kwargs = {"data_dir": a.data_dir} if a.corpus in ("wikitext-2", "wikitext2") and a.data_dir else {}
-    if a.corpus not in ("builtin", "wikitext-2", "wikitext2"):
-        kwargs = {"fmt": a.corpus_format}
-    corpus = load_corpus(a.corpus, **kwargs)
+    corpus = load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir)
     train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
 
     saved_vocab = out / VOCAB_NAME
