@@ -32,6 +32,17 @@ Usage:
     python benchmarks/bench_step.py --presets small --reps 20
     python benchmarks/bench_step.py --profile mini        # where minibert's step spends its time
     python benchmarks/bench_step.py --smoke               # seconds: tiny shapes, a check that it runs
+    python benchmarks/bench_step.py --device cuda --presets small base --seq-len 512
+                                                          # GPU: CuPy against PyTorch CUDA
+
+On the GPU (``--device cuda``) minibert runs on CuPy and PyTorch on CUDA, the
+batch already on the device for both; the GEMM peak is a 4096^3 float32
+matmul (TF32 off in both libraries, as by default), and "peak MiB" is the
+memory each library's caching allocator holds at its peak during the timed
+steps (``cupy.get_default_memory_pool().total_bytes()`` after the pool was
+emptied; ``torch.cuda.max_memory_reserved()`` after a reset).  Every step ends
+with ``float(loss)``, which waits for the GPU, so wall-clock step times are
+GPU times.
 """
 from __future__ import annotations
 
@@ -131,8 +142,15 @@ def run_minibert(cfg, batch, args):
     from minibert.optim import AdamW
 
     rng = np.random.default_rng(0)
-    peak = gemm_peak(lambda a, b: a @ b, lambda n: rng.standard_normal((n, n)).astype(np.float32))
-    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype)
+    if args.device == "cuda":
+        import cupy
+        sync = cupy.cuda.Device().synchronize
+        peak = gemm_peak(lambda a, b: (a @ b, sync()), lambda n: cupy.asarray(
+            rng.standard_normal((n, n)).astype(np.float32)), n=4096)
+        batch.update({k: cupy.asarray(v) for k, v in batch.items()})
+    else:
+        peak = gemm_peak(lambda a, b: a @ b, lambda n: rng.standard_normal((n, n)).astype(np.float32))
+    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device)
     opt = AdamW(model.params, lr=1e-4, eps=1e-6, weight_decay=0.01)
 
     def step():
@@ -152,13 +170,19 @@ def run_torch(cfg, batch, args, gathered):
 
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
-    peak = gemm_peak(lambda a, b: a @ b, lambda n: torch.randn(n, n, dtype=torch.float32))
+    dev = torch.device(args.device)
+    if args.device == "cuda":
+        sync = torch.cuda.synchronize
+        peak = gemm_peak(lambda a, b: (a @ b, sync()),
+                         lambda n: torch.randn(n, n, dtype=torch.float32, device=dev), n=4096)
+    else:
+        peak = gemm_peak(lambda a, b: a @ b, lambda n: torch.randn(n, n, dtype=torch.float32))
     hc = transformers.BertConfig(**cfg)
     hc._attn_implementation = args.attn
     torch.manual_seed(0)
-    model = transformers.BertForPreTraining(hc).to(dtype).train()
+    model = transformers.BertForPreTraining(hc).to(dtype).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
-    t = {k: torch.from_numpy(np.asarray(v)) for k, v in batch.items()}
+    t = {k: torch.from_numpy(np.asarray(v)).to(dev) for k, v in batch.items()}
     H = cfg["hidden_size"]
 
     def stock():
@@ -199,15 +223,29 @@ def worker(args):
         step, peak = run_torch(cfg, batch, args, gathered=args.form == "torch-gathered")
     losses = [step() for _ in range(args.warmup)]
     can_reset = reset_peak_rss()
+    gpu_pool = None
+    if args.device == "cuda" and args.form == "minibert":
+        import cupy
+        gpu_pool = cupy.get_default_memory_pool()
+        gpu_pool.free_all_blocks()       # what the timed steps need is re-reserved
+    elif args.device == "cuda":
+        import torch
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(args.reps):
         t0 = time.perf_counter()
-        losses.append(step())
+        losses.append(step())           # float(loss) waits for the device
         times.append(time.perf_counter() - t0)
     peak_kib = _status_kib("VmHWM")
     import resource
     if not can_reset:
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if args.device == "cuda":  # device memory held by the library's caching allocator
+        if gpu_pool is not None:
+            peak_kib, base_kib = gpu_pool.total_bytes() / 1024, 0
+        else:
+            peak_kib, base_kib = torch.cuda.max_memory_reserved() / 1024, 0
     med = statistics.median(times)
     flops = step_flops(cfg, args.batch, args.seq_len, n_masked)
     print(json.dumps(dict(form=args.form, preset=args.preset, step_s=med, min_s=min(times),
@@ -250,7 +288,8 @@ def spawn(form, preset, args):
     cmd = [sys.executable, __file__, "--worker", form, "--preset", preset,
            "--seq-len", str(args.seq_len), "--batch", str(args.batch), "--threads", str(args.threads),
            "--reps", str(args.reps), "--warmup", str(args.warmup), "--dtype", args.dtype,
-           "--dropout", str(args.dropout), "--vocab-size", str(args.vocab_size), "--attn", args.attn]
+           "--dropout", str(args.dropout), "--vocab-size", str(args.vocab_size), "--attn", args.attn,
+           "--device", args.device]
     busy = wait_for_idle(args.wait_idle) if args.wait_idle else None
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if res.returncode != 0:
@@ -273,7 +312,7 @@ def merge(runs):
     return r
 
 
-def machine_line():
+def machine_line(device="cpu"):
     import platform
     cpu = platform.processor() or "?"
     try:
@@ -289,13 +328,23 @@ def machine_line():
         tv = f"torch {torch.__version__}, transformers {transformers.__version__}"
     except ImportError:
         tv = "torch not installed"
+    gpu = ""
+    if device == "cuda":
+        try:
+            import cupy
+            props = cupy.cuda.runtime.getDeviceProperties(0)
+            gpu = (f"; GPU {props['name'].decode()}, CuPy {cupy.__version__}, "
+                   f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}")
+        except Exception as exc:  # reported, not fatal: the workers say more
+            gpu = f"; GPU not usable from CuPy ({exc})"
     return (f"{cpu}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}, "
-            f"NumPy {numpy.__version__}, SciPy {scipy.__version__}, {tv}; {time.strftime('%Y-%m-%d %H:%M')}")
+            f"NumPy {numpy.__version__}, SciPy {scipy.__version__}, {tv}{gpu}; "
+            f"{time.strftime('%Y-%m-%d %H:%M')}")
 
 
 def main_parent(args):
-    print(f"# {machine_line()}")
-    print(f"# seq-len {args.seq_len}, batch {args.batch}, {args.threads} threads, {args.dtype}, "
+    print(f"# {machine_line(args.device)}")
+    print(f"# device {args.device}, seq-len {args.seq_len}, batch {args.batch}, {args.threads} threads, {args.dtype}, "
           f"dropout {args.dropout}, torch attention '{args.attn}', warm-up {args.warmup}, "
           f"{args.reps} timed steps (median)")
     results = []
@@ -351,16 +400,22 @@ def profile(args):
     from minibert import backend
 
     totals, stack = {}, []
+    sync = lambda: None
+    if args.device == "cuda":  # a GPU function's time is only known once the GPU has finished it
+        import cupy
+        sync = cupy.cuda.Device().synchronize
 
     def wrap(owner, name, label_fn=None):
         fn = getattr(owner, name)
 
         def timed(*a, **k):
             stack.append(0.0)
+            sync()
             t0 = time.perf_counter()
             try:
                 return fn(*a, **k)
             finally:
+                sync()
                 dt = time.perf_counter() - t0
                 child = stack.pop()
                 if stack:
@@ -389,22 +444,25 @@ def profile(args):
 
     cfg = config_dict(args.profile, args.vocab_size, args.dropout)
     batch, _ = make_batch(cfg, args.batch, args.seq_len)
-    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype)
+    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device)
+    batch = {k: model.xp.asarray(v) for k, v in batch.items()}
     opt = optim.AdamW(model.params, lr=1e-4)
     step_times = []
     for i in range(args.warmup + args.reps):
         if i == args.warmup:
             totals.clear()
+        sync()
         t0 = time.perf_counter()
         model.forward(**batch, train=True)
         model.backward()
         opt.step()
+        sync()
         if i >= args.warmup:
             step_times.append(time.perf_counter() - t0)
     total = sum(step_times) / args.reps
     rows = sorted(((v / args.reps, k) for k, v in totals.items()), reverse=True)
     rows.append((total - sum(v for v, _ in rows), "glue in model.py (gathers, residual adds, reshapes)"))
-    print(f"# minibert {args.profile}, T={args.seq_len}, B={args.batch}, {args.dtype}, "
+    print(f"# minibert {args.profile}, {args.device}, T={args.seq_len}, B={args.batch}, {args.dtype}, "
           f"{args.threads} threads: {1e3 * total:.1f} ms per step (mean of {args.reps})")
     print("| function | ms / step | % |")
     print("|---|---:|---:|")
@@ -420,6 +478,8 @@ def parse(argv=None):
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: minibert on CuPy against PyTorch on CUDA")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])

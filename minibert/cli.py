@@ -82,6 +82,10 @@ def _pretrain_parser(sub):
     g.add_argument("--out", default=d.out, help="run directory (default: %(default)s)")
     g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     g.add_argument("--eval-every", type=int, default=d.eval_every, help="(default: %(default)s)")
+    g.add_argument("--heldout-fraction", type=float, default=d.heldout_fraction,
+                   help="share of the documents held out for evaluation (default: %(default)s)")
+    g.add_argument("--eval-instances", type=int, default=d.eval_instances,
+                   help="held-out instances per evaluation, balanced IsNext/NotNext (default: %(default)s)")
     g.add_argument("--save-every", type=int, default=d.save_every, help="(default: %(default)s)")
     g.add_argument("--log-every", type=int, default=d.log_every, help="(default: %(default)s)")
     g.add_argument("--keep", type=int, default=d.keep, help="checkpoints kept (default: %(default)s)")

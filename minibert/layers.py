@@ -12,7 +12,9 @@ The code below is the reference.  For float32 NumPy arrays, the functions
 whose elementwise work costs the most hand it to ``fast.py`` (marked
 "fast path"): the same formulas computed in cache-sized blocks on all
 cores, equal to the reference bit for bit or within float32 rounding (see
-that module).  ``MINIBERT_FAST=0`` runs the reference everywhere.
+that module).  For CuPy arrays the same functions hand it to
+``gpu_fused.py`` (marked "GPU path"): one CUDA kernel per formula instead of
+one per expression.  ``MINIBERT_FAST=0`` runs the reference everywhere.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import math
 
 import numpy as np
 
-from . import fast
+from . import fast, gpu_fused
 from .backend import erf_fn, scatter_add_rows
 
 
@@ -93,6 +95,8 @@ def layernorm_forward(x, gamma, beta, eps):
     """
     if fast.applies(x, gamma, beta):  # fast path: the same operations, row blocks on all cores
         return fast.layernorm_forward(x, gamma, beta, eps)
+    if gpu_fused.applies(x, gamma, beta):  # GPU path: one block per row
+        return gpu_fused.layernorm_forward(x, gamma, beta, eps)
     mu = x.mean(axis=-1, keepdims=True)
     xc = x - mu
     var = (xc * xc).mean(axis=-1, keepdims=True)
@@ -112,6 +116,8 @@ def layernorm_backward(dy, cache):
     xhat, rstd, gamma = cache
     if fast.applies(dy, xhat):  # fast path
         return fast.layernorm_backward(dy, cache)
+    if gpu_fused.applies(dy, xhat, rstd, gamma):  # GPU path
+        return gpu_fused.layernorm_backward(dy, cache)
     H = dy.shape[-1]
     dgamma = (dy * xhat).reshape(-1, H).sum(axis=0)
     dbeta = dy.reshape(-1, H).sum(axis=0)
@@ -141,6 +147,8 @@ def gelu_forward(x, approximate="none"):
     if approximate in ("none", "tanh") and fast.applies(x):
         # fast path: float32 erf in float64 blocks (within 1 ulp of SciPy's), on all cores
         return fast.gelu_forward(x, approximate)
+    if approximate in ("none", "tanh") and gpu_fused.applies(x):  # GPU path: one kernel
+        return gpu_fused.gelu_forward(x, approximate)
     if approximate == "none":
         cdf = 0.5 * (1.0 + erf_fn(xp)(x * _INV_SQRT_2))
         return x * cdf, (x, cdf, None)
@@ -160,6 +168,8 @@ def gelu_backward(dy, cache):
     xp = get_array_module(x)
     if fast.applies(dy, x):  # fast path: the same operations, blocked and threaded
         return fast.gelu_backward(dy, cache)
+    if gpu_fused.applies(dy, x, cdf if t is None else t):  # GPU path: one kernel
+        return gpu_fused.gelu_backward(dy, cache)
     if t is None:
         pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
         return dy * (cdf + x * pdf)
@@ -214,6 +224,8 @@ def dropout_forward(x, p, rng, train):
         return x, None
     if fast.applies(x):  # fast path: one draw as below, mask and product in blocks
         return fast.dropout_mask_apply(x, rng(x.shape), p)
+    if gpu_fused.applies(x):  # GPU path: the same draw, mask and product in one kernel
+        return gpu_fused.dropout_forward(x, rng(x.shape), p)
     keep = rng(x.shape) >= p
     scale = x.dtype.type(1.0 / (1.0 - p))
     mask = keep * scale  # entries are 0 or 1/(1-p), in x's dtype
@@ -257,6 +269,12 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
                                                         mask_bias, dropout_p, rng, train)
         sm_cache = (probs, -1)
         out = fast.matmul(probs_d, v)
+    elif gpu_fused.applies(q, k, v):
+        # GPU path: scale, mask, softmax and dropout in one kernel per score row
+        probs, probs_d, do_cache = gpu_fused.attention_probs(q @ k.swapaxes(-1, -2), scale, mask_bias,
+                                                             dropout_p, rng, train)
+        sm_cache = (probs, -1)
+        out = probs_d @ v
     else:
         scores = (q @ k.swapaxes(-1, -2)) * scale
         if mask_bias is not None:
@@ -299,6 +317,9 @@ def attention_backward(dout, cache, out=None):
     if is_fast:
         # fast path: dropout and softmax backward in one pass over row blocks, on all cores
         dscores = fast.attention_dscores(mm(dout, v.swapaxes(-1, -2)), sm_cache[0], do_cache, scale, dead)
+    elif gpu_fused.applies(sm_cache[0]) and (do_cache is None or isinstance(do_cache, tuple)):
+        # GPU path (the forward took it): dropout and softmax backward in one kernel per row
+        dscores = gpu_fused.attention_dscores(dout @ v.swapaxes(-1, -2), sm_cache[0], do_cache, scale, dead)
     else:
         dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), do_cache)
         dscores = softmax_backward(dprobs, sm_cache) * scale

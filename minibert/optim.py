@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+from . import gpu_fused
+
 
 class AdamW:
     """AdamW over a ``ParamStore``.
@@ -57,6 +59,16 @@ class AdamW:
         b1, b2 = self.betas
         p, g, m, v, tmp = self.store.data, self.store.grad, self.m, self.v, self._tmp
         self.t += 1
+        if self.bias_correction:
+            step_size = lr / (1.0 - b1 ** self.t)
+            root_c2 = math.sqrt(1.0 - b2 ** self.t)
+        else:
+            step_size, root_c2 = lr, 1.0
+        if gpu_fused.applies(p, g, m, v):  # GPU path: the steps below in one kernel
+            n_decay = self.store.decay_size if self.weight_decay else 0
+            gpu_fused.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps,
+                                 1.0 - lr * self.weight_decay, n_decay)
+            return
         # decoupled weight decay, on the decayed group only: p <- p (1 - lr wd)
         if self.weight_decay:
             p[: self.store.decay_size] *= 1.0 - lr * self.weight_decay
@@ -68,11 +80,6 @@ class AdamW:
         xp.multiply(g, g, out=tmp)
         tmp *= 1.0 - b2
         v += tmp
-        if self.bias_correction:
-            step_size = lr / (1.0 - b1 ** self.t)
-            root_c2 = math.sqrt(1.0 - b2 ** self.t)
-        else:
-            step_size, root_c2 = lr, 1.0
         # p <- p - step_size * m / (sqrt(v) / sqrt(c2) + eps)
         xp.sqrt(v, out=tmp)
         tmp /= root_c2

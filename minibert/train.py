@@ -114,7 +114,7 @@ def check_args(a: TrainArgs) -> BertConfig:
     if a.stop_at is not None and not 0 < a.stop_at <= a.steps:
         raise ValueError(f"--stop-at must be between 1 and --steps ({a.steps}), got {a.stop_at}")
     if not 0 < a.heldout_fraction < 1:
-        raise ValueError(f"heldout_fraction must be in (0, 1), got {a.heldout_fraction}")
+        raise ValueError(f"--heldout-fraction must be in (0, 1), got {a.heldout_fraction}")
     if a.dropout is not None and not 0 <= a.dropout < 1:
         raise ValueError(f"--dropout must be in [0, 1), got {a.dropout}")
     config = load_model_config(a.config)
@@ -234,7 +234,7 @@ def prepare_data(a: TrainArgs, out: Path):
     half = min(a.eval_instances // 2, *map(len, by_label))
     if half == 0:
         raise ValueError(f"the held-out documents of {corpus.name!r} give no IsNext/NotNext pair to "
-                         f"evaluate on; the corpus is too small (or raise heldout_fraction)")
+                         f"evaluate on; the corpus is too small (or raise --heldout-fraction)")
     chosen = rng.permutation(by_label[0][:half] + by_label[1][:half])
     eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + a.batch_size]], rng)
                     for i in range(0, len(chosen), a.batch_size)]

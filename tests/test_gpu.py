@@ -72,3 +72,165 @@ def test_gpu_lists_in_and_save_load(tmp_path):
     m.save_pretrained(tmp_path)
     again = mb.BertForPreTraining.from_pretrained(tmp_path, device="cuda")
     np.testing.assert_array_equal(cupy.asnumpy(again.params.data), cupy.asnumpy(m.params.data))
+
+
+def test_gpu_pretrain_resume_and_export(tmp_path, monkeypatch):
+    """The whole loop on the GPU: it learns, checkpoints, resumes, exports a model the CPU loads."""
+    import json
+    from minibert.builtin_corpus import builtin_corpus
+    from minibert.train import TrainArgs, pretrain
+
+    monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path / "cache"))
+    docs = builtin_corpus(cache_dir=False).documents[:120]
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
+    args = dict(corpus=str(corpus), vocab_size=400, config="tiny", steps=40, batch_size=16, seq_len=32,
+                heldout_fraction=0.2,
+                lr=2e-3, warmup=4, eval_every=20, save_every=10, log_every=1, eval_instances=16,
+                progress=False, plot=False, device="cuda")
+    pretrain(TrainArgs(**args, out=str(tmp_path / "a"), stop_at=20), log=lambda *a: None)
+    pretrain(TrainArgs(**args, out=str(tmp_path / "a"), resume=True), log=lambda *a: None)
+    rows = [json.loads(l) for l in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, 41))
+    assert all(np.isfinite(r["loss"]) for r in rows)
+    assert np.mean([r["loss"] for r in train[-5:]]) < np.mean([r["loss"] for r in train[:5]]) - 0.5
+    cpu = mb.BertForPreTraining.from_pretrained(tmp_path / "a" / "model")  # GPU-trained, CPU-loaded
+    assert np.isfinite(cpu.params.data).all()
+
+
+# ------------------------------------------------------------ the fused GPU kernels
+@pytest.fixture
+def reference():
+    """Run a block of code on the GPU with the fused kernels off (the reference code in layers.py)."""
+    from contextlib import contextmanager
+    from minibert import fast
+
+    @contextmanager
+    def off():
+        fast.set_enabled(False)
+        try:
+            yield
+        finally:
+            fast.set_enabled(True)
+    return off
+
+
+TOL = {"float64": 1e-12, "float32": 2e-6}
+
+
+def _close(a, b, dtype, name=""):
+    import cupy
+    a, b = cupy.asnumpy(a), cupy.asnumpy(b)
+    err = np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
+    assert err < TOL[dtype], f"{name}: relative error {err:.2e}"
+
+
+def _uniform_source(seed, dtype):
+    """Two generators that produce the same uniform draws, one for each path."""
+    import cupy
+    def make():
+        rs = cupy.random.RandomState(seed)
+        return lambda shape: rs.random_sample(shape, dtype=dtype)
+    return make(), make()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_layernorm_gelu_dropout_match_the_reference(dtype, reference):
+    import cupy
+    from minibert import layers as L, gpu_fused
+    rs = cupy.random.RandomState(0)
+    x = rs.standard_normal((6, 7, 96)).astype(dtype) * 3 + 1
+    gamma, beta = rs.standard_normal(96).astype(dtype), rs.standard_normal(96).astype(dtype)
+    dy = rs.standard_normal(x.shape).astype(dtype)
+    assert gpu_fused.applies(x, gamma, beta)
+    fused = [L.layernorm_forward(x, gamma, beta, 1e-12)]
+    fused.append(L.layernorm_backward(dy, fused[0][1]))
+    for act in ("none", "tanh"):
+        y, c = L.gelu_forward(x, act)
+        fused.append((y, L.gelu_backward(dy, c)))
+    u_fused, u_ref = _uniform_source(3, dtype)
+    yd, md = L.dropout_forward(x, 0.1, u_fused, True)
+    with reference():
+        ref = [L.layernorm_forward(x, gamma, beta, 1e-12)]
+        ref.append(L.layernorm_backward(dy, ref[0][1]))
+        for act in ("none", "tanh"):
+            y, c = L.gelu_forward(x, act)
+            ref.append((y, L.gelu_backward(dy, c)))
+        yr, mr = L.dropout_forward(x, 0.1, u_ref, True)
+    _close(fused[0][0], ref[0][0], dtype, "layernorm y")
+    for name, a, b in zip(("dx", "dgamma", "dbeta"), fused[1], ref[1]):
+        _close(a, b, dtype, "layernorm " + name)
+    for k, act in enumerate(("erf", "tanh")):
+        _close(fused[2 + k][0], ref[2 + k][0], dtype, f"gelu {act} forward")
+        _close(fused[2 + k][1], ref[2 + k][1], dtype, f"gelu {act} backward")
+    np.testing.assert_array_equal(cupy.asnumpy(md), cupy.asnumpy(mr))  # the same entries dropped
+    _close(yd, yr, dtype, "dropout")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("train", [False, True])
+def test_fused_attention_matches_the_reference(dtype, train, reference):
+    import cupy
+    from minibert import layers as L
+    rs = cupy.random.RandomState(1)
+    B, A, T, D = 3, 2, 40, 8
+    q, k, v, dout = (rs.standard_normal((B, A, T, D)).astype(dtype) for _ in range(4))
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[1, 25:] = 0
+    mask[2] = 0                      # a sequence with every key masked
+    bias = L.attention_mask_bias(cupy.asarray(mask), dtype)
+    u_fused, u_ref = _uniform_source(5, dtype)
+    out_f, cache_f = L.attention_forward(q, k, v, bias, 0.1, u_fused, train)
+    grads_f = L.attention_backward(dout, cache_f)
+    assert isinstance(cache_f[5], tuple) or cache_f[5] is None   # the forward took the GPU path
+    with reference():
+        out_r, cache_r = L.attention_forward(q, k, v, bias, 0.1, u_ref, train)
+        grads_r = L.attention_backward(dout, cache_r)
+    _close(out_f, out_r, dtype, "context")
+    for name, a, b in zip(("dq", "dk", "dv"), grads_f, grads_r):
+        _close(a, b, dtype, name)
+    assert not bool(cupy.isnan(out_f).any())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_fused_adamw_matches_the_reference(dtype, bias_correction, reference):
+    import cupy
+    from minibert.optim import AdamW
+    models = [mb.BertForPreTraining(cfg(), seed=2, dtype=dtype, device="cuda") for _ in range(2)]
+    opts = [AdamW(m.params, lr=1e-2, weight_decay=0.1, bias_correction=bias_correction) for m in models]
+    rs = cupy.random.RandomState(4)
+    for step in range(3):
+        g = rs.standard_normal(models[0].params.grad.shape).astype(dtype)
+        for i, (m, opt) in enumerate(zip(models, opts)):
+            m.params.grad[...] = g
+            if i == 0:
+                opt.step(lr=1e-2 * (step + 1))
+            else:
+                with reference():
+                    opt.step(lr=1e-2 * (step + 1))
+    for a, b in ((models[0].params.data, models[1].params.data), (opts[0].m, opts[1].m), (opts[0].v, opts[1].v)):
+        _close(a, b, dtype, "AdamW state")
+
+
+def test_fused_training_follows_the_reference(rng, reference):
+    """Five steps with dropout on: the fused kernels and the reference draw the same masks."""
+    from minibert.optim import AdamW
+    c = mb.BertConfig.from_preset("tiny", vocab_size=301)
+    batch = padded_batch(rng, 301)
+    losses = []
+    for fused in (True, False):
+        m = mb.BertForPreTraining(c, seed=3, device="cuda", dtype="float64")
+        opt = AdamW(m.params, lr=1e-3)
+        run = []
+        for step in range(5):
+            m.seed_dropout((0, step))
+            if fused:
+                run.append(float(m.forward(**batch, train=True).loss)); m.backward(); opt.step()
+            else:
+                with reference():
+                    run.append(float(m.forward(**batch, train=True).loss)); m.backward(); opt.step()
+        losses.append(run)
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-12)
+    assert losses[0][-1] < losses[0][0]
