@@ -247,3 +247,20 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     with pytest.raises(ValueError, match="not a minibert run"):
         run_demo(precious, steps=1)
     assert (precious / "chapter1.tex").read_text() == "years of work"
+
+
+def test_prefetch_hands_out_the_stream_in_order_and_reports_the_consumed_position(corpus_file, tmp_path):
+    from minibert.train import BatchStream, Prefetch, prepare_data
+    a = small_args(corpus_file, tmp_path)
+    _, _, stream, _ = prepare_data(a, tmp_path)
+    plain = BatchStream(stream.dataset, a.batch_size, a.seed)
+    pre = Prefetch(stream)
+    try:
+        for i in range(stream.per_epoch + 3):          # across an epoch boundary
+            got, want = pre.next_batch(), plain.next_batch()
+            for k in want:
+                np.testing.assert_array_equal(got[k], want[k])
+            assert pre.state_dict() == plain.state_dict()  # not the stream's, which runs ahead
+        assert pre.wait_s >= 0.0
+    finally:
+        pre.close()
