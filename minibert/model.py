@@ -38,6 +38,8 @@ class PreTrainingOutput:
     mlm_loss: Optional[object] = None
     nsp_loss: Optional[object] = None
     mlm_positions: Optional[object] = None  # (N,) flat indices b*T + t of the labelled positions
+    mlm_targets: Optional[object] = None    # (N,) the labels at those positions, on the model's device
+    nsp_targets: Optional[object] = None    # (B,) the NSP labels, on the model's device
 
 
 def _gelu_kind(hidden_act):
@@ -516,10 +518,12 @@ class BertForPreTraining(BertModel):
         nsp_logits, caches["nsp"] = L.linear_forward(pooled, P["cls.seq_relationship.weight"],
                                                      P["cls.seq_relationship.bias"])
 
-        out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions)
+        out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions,
+                                nsp_targets=labels["nsp"])
         losses = []
         if labels["mlm"] is not None:
-            out.mlm_loss, caches["mlm_ce"] = L.softmax_cross_entropy_forward(mlm_logits, flat[positions])
+            out.mlm_targets = flat[positions]
+            out.mlm_loss, caches["mlm_ce"] = L.softmax_cross_entropy_forward(mlm_logits, out.mlm_targets)
             losses.append(out.mlm_loss)
         if labels["nsp"] is not None:
             out.nsp_loss, caches["nsp_ce"] = L.softmax_cross_entropy_forward(nsp_logits, labels["nsp"])

@@ -308,9 +308,7 @@ def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
 # ----------------------------------------------------------------------- metrics
 def batch_stats(model, out, batch) -> dict:
     """Sums over one batch: losses weighted by their counts, correct predictions, counts."""
-    xp = model.xp
-    labels = xp.asarray(batch["mlm_labels"]).reshape(-1)[out.mlm_positions]
-    nsp = xp.asarray(batch["nsp_labels"])
+    labels, nsp = out.mlm_targets, out.nsp_targets   # already on the model's device
     n_mlm, n_nsp = int(labels.size), int(nsp.size)
     return dict(
         mlm_loss=float(out.mlm_loss) * n_mlm, nsp_loss=float(out.nsp_loss) * n_nsp,
