@@ -221,7 +221,7 @@ class Prefetch:
 
     def __init__(self, stream: BatchStream):
         from concurrent.futures import ThreadPoolExecutor
-        self.stream, self.per_epoch, self.wait_s = stream, stream.per_epoch, 0.0
+        self.stream, self.wait_s = stream, 0.0
         self._state = stream.state_dict()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="minibert-data")
         self._next = self._pool.submit(self._make)
@@ -306,7 +306,7 @@ def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
 
 
 # ----------------------------------------------------------------------- metrics
-def batch_stats(model, out, batch) -> dict:
+def batch_stats(out, batch) -> dict:
     """Sums over one batch: losses weighted by their counts, correct predictions, counts."""
     labels, nsp = out.mlm_targets, out.nsp_targets   # already on the model's device
     n_mlm, n_nsp = int(labels.size), int(nsp.size)
@@ -337,7 +337,7 @@ def evaluate(model, eval_batches) -> dict:
     sums = {}
     for batch in eval_batches:
         out = model.forward(**batch, train=False)
-        sums = add(sums, batch_stats(model, out, batch))
+        sums = add(sums, batch_stats(out, batch))
     model.release()  # an evaluation is never back-propagated
     not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
     return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next),
@@ -472,7 +472,7 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
                     batch = stream.next_batch()
                     out_ = model.forward(**batch, train=True)
                     model.backward(accumulate=micro > 0)
-                    sums = add(sums, batch_stats(model, out_, batch))
+                    sums = add(sums, batch_stats(out_, batch))
                 if a.accum > 1:
                     model.params.grad *= 1.0 / a.accum       # the mean over micro-batches
                 stats = summarize(sums)
