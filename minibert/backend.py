@@ -69,10 +69,11 @@ def erf_fn(xp):
     return erf
 
 
-def scatter_add_rows(xp, table, ids, rows):
+def scatter_add_rows(xp, table, ids, rows, skip=None):
     """``table[ids[n]] += rows[n]`` for every n, with repeated ids summed.
 
-    table: (V, H); ids: (N,) int; rows: (N, H).
+    table: (V, H); ids: (N,) int; rows: (N, H).  Rows whose id is ``skip``
+    are left out (the ``[PAD]`` id of an embedding).
 
     This is the backward pass of an embedding lookup.  ``np.add.at`` does it
     element by element in an unbuffered loop and is notoriously slow on large
@@ -85,6 +86,9 @@ def scatter_add_rows(xp, table, ids, rows):
     if ids.size == 0:
         return table
     if is_cupy(xp):
+        if skip is not None:
+            keep = ids != skip
+            ids, rows = ids[keep], rows[keep]
         xp.add.at(table, ids, rows)
         return table
     order = np.argsort(ids, kind="stable")
@@ -92,5 +96,9 @@ def scatter_add_rows(xp, table, ids, rows):
     # start of each run of equal ids in the sorted order
     starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
     sums = np.add.reduceat(rows[order], starts, axis=0)
-    table[sorted_ids[starts]] += sums
+    run_ids = sorted_ids[starts]
+    if skip is not None:
+        keep = run_ids != skip
+        run_ids, sums = run_ids[keep], sums[keep]
+    table[run_ids] += sums
     return table

@@ -95,6 +95,43 @@ def applies(*arrays) -> bool:
     return _enabled and all(type(a) is np.ndarray and a.dtype == np.float32 for a in arrays)
 
 
+# ------------------------------------------------------------------ freed memory
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3     # mallopt parameters, <malloc.h>
+_malloc_tuned = None
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep freed memory for reuse instead of returning it.
+
+    A training step allocates and frees the same arrays every time (about a
+    gigabyte for ``mini``).  By default glibc hands freed memory back to the
+    kernel, so the next step takes it again page by page: 38,000 page faults
+    per ``mini`` step, each one a trip into the kernel to map and zero 4 KiB,
+    a quarter of the step on a 2-core machine.  Two settings stop that:
+    memory freed at the top of the heap stays with the process (trim
+    threshold), and arrays under 32 MiB come from the heap rather than from
+    their own mapping (mmap threshold, at glibc's maximum).  Peak memory is
+    unchanged; the process simply keeps its peak between steps.
+
+    Called once by a model created on the CPU while the fast paths are on.
+    Does nothing elsewhere (not glibc, or ``MINIBERT_FAST=0``).  Returns
+    whether the settings were applied.
+    """
+    global _malloc_tuned
+    if _malloc_tuned is None:
+        _malloc_tuned = False
+        if _enabled and os.name == "posix":
+            try:
+                import ctypes
+                libc = ctypes.CDLL(None)
+                mallopt = libc.mallopt
+                _malloc_tuned = bool(mallopt(_M_TRIM_THRESHOLD, (1 << 31) - 1)
+                                     and mallopt(_M_MMAP_THRESHOLD, 32 << 20))
+            except (OSError, AttributeError):   # no glibc (macOS, musl): nothing to do
+                pass
+    return _malloc_tuned
+
+
 # ---------------------------------------------------------------------- the blocks
 def _run_blocks(fn, blocks, results, first):
     for i, (r0, r1) in enumerate(blocks):
@@ -171,6 +208,48 @@ def matmul(a, b, out=None):
         np.matmul(a[s0:s1], b[s0:s1], out=out[s0:s1])
     with ctl.limit(limits=1, user_api="blas"):
         for_rows(block, shape[0], math.prod(shape[1:]))
+    return out
+
+
+_GEMM_MIN_ROWS = 64     # below this many rows per thread a product is not split
+
+
+def gemm(a, b, bias=None):
+    """a @ b (+ bias) for 2-D float32 arrays: (M, K) @ (K, N) -> (M, N), rows split over the pool.
+
+    A multi-threaded OpenBLAS keeps its worker threads spinning for a while
+    after every product, waiting for the next one.  Between two products
+    minibert runs its own elementwise work on the same cores (GELU,
+    LayerNorm, softmax), and the spinning threads take the cores from it:
+    a quarter of a ``mini`` step was lost that way on a 2-core machine.
+    Here the rows of ``a`` are cut into one run per thread of the pool and
+    each run is one single-threaded BLAS call, so BLAS never starts threads
+    of its own and one pool does all the work.  The bias is added per run,
+    while those rows are still in cache.  Every output element is the same
+    dot product, in the same order, however the rows are cut, so the
+    result does not depend on the number of threads (tested).
+    """
+    M = a.shape[0]
+    out = np.empty((M, b.shape[1]), dtype=np.result_type(a, b))
+    ctl = _blas_controller()
+    n = min(_threads, M // _GEMM_MIN_ROWS) if ctl else 1
+
+    def block(r0, r1):
+        o = np.matmul(a[r0:r1], b, out=out[r0:r1])
+        if bias is not None:
+            o += bias
+    if n <= 1:
+        block(0, M)
+        return out
+    cuts = [M * i // n for i in range(n + 1)]
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
+    with ctl.limit(limits=1, user_api="blas"):
+        futures = [_pool.submit(block, cuts[i], cuts[i + 1]) for i in range(1, n)]
+        block(cuts[0], cuts[1])
+        for f in futures:
+            f.result()
     return out
 
 

@@ -43,6 +43,9 @@ def linear_forward(x, W, b):
     The leading axes are flattened first: one (N, in) x (in, out) product is
     one BLAS call, where a (B, T, in) @ (in, out) product would be B calls.
     """
+    if fast.applies(x, W, b):  # fast path: the product and the bias add, rows over all cores
+        y = fast.gemm(x.reshape(-1, x.shape[-1]), W.T, b)
+        return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
     y = x.reshape(-1, x.shape[-1]) @ W.T
     y += b
     return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
@@ -56,8 +59,9 @@ def linear_backward(dy, cache):
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
-    dx = (dy2 @ W).reshape(x.shape)
-    dW = dy2.T @ x2
+    mm = fast.gemm if fast.applies(dy2, x2, W) else get_array_module(dy2).matmul  # fast path: see linear_forward
+    dx = mm(dy2, W).reshape(x.shape)
+    dW = mm(dy2.T, x2)
     db = dy2.sum(axis=0)
     return dx, dW, db
 
@@ -71,18 +75,19 @@ def embedding_forward(ids, W):
     return W[ids], (ids, W.shape)
 
 
-def embedding_backward(dout, cache, padding_idx=None):
+def embedding_backward(dout, cache, padding_idx=None, out=None):
     """dW[v] = sum of dout over every position whose id is v.
 
     dout: (B, T, H)  ->  dW: (V, H).  The row ``padding_idx`` (BERT's
     ``[PAD]``) gets no gradient, as with PyTorch's ``nn.Embedding``.
+    ``out``: a (V, H) array to add the sums into instead of a new array of
+    zeros (the model's gradient buffer, which may already hold the tied MLM
+    decoder's share; its ``padding_idx`` row is left as it is).
     """
     ids, shape = cache
     xp = get_array_module(dout)
-    dW = xp.zeros(shape, dtype=dout.dtype)
-    scatter_add_rows(xp, dW, ids.reshape(-1), dout.reshape(-1, shape[1]))
-    if padding_idx is not None:
-        dW[padding_idx] = 0
+    dW = xp.zeros(shape, dtype=dout.dtype) if out is None else out
+    scatter_add_rows(xp, dW, ids.reshape(-1), dout.reshape(-1, shape[1]), skip=padding_idx)
     return dW
 
 

@@ -18,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import fast
 from . import layers as L
 from .backend import get_xp, is_cupy, resolve_dtype, to_numpy
 from .config import BertConfig
@@ -67,6 +68,8 @@ class BertModel:
         self.device = device
         self.dtype = resolve_dtype(dtype)
         self.seed = seed
+        if self.xp is np:
+            fast.keep_freed_memory()   # each step reuses the memory the last one freed
         self.params = ParamStore(self._param_specs(), self.xp, self.dtype)
         word = self.prefix + "embeddings.word_embeddings.weight"
         self.params.init(seed, config.initializer_range, padding_rows=[(word, config.pad_token_id)])
@@ -306,8 +309,9 @@ class BertModel:
         put(e + "position_embeddings.weight", dpos)
         put(e + "token_type_embeddings.weight",
             L.embedding_backward(dx, (caches["types"], (c.type_vocab_size, c.hidden_size))))
-        put(e + "word_embeddings.weight",
-            L.embedding_backward(dx, caches["word"], padding_idx=c.pad_token_id))
+        # added into the gradient buffer, which may already hold the tied MLM decoder's share
+        L.embedding_backward(dx, caches["word"], padding_idx=c.pad_token_id,
+                             out=self.params.grads[e + "word_embeddings.weight"])
 
     def _put_grad(self, name, g):
         self._put_fused(self.params.grads[name], g)
@@ -586,6 +590,9 @@ class BertForPreTraining(BertModel):
         if "mlm_ce" in caches:
             dlogits = L.softmax_cross_entropy_backward(1.0, caches["mlm_ce"])
             dt, dW_dec, db = L.linear_backward(dlogits, caches["decoder"])
+            # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
+            put("bert.embeddings.word_embeddings.weight", dW_dec)
+            del dW_dec, dlogits   # 2 x (n_masked, V): free them before the encoder's backward
             put("cls.predictions.bias", db)
             dt, dg, db = L.layernorm_backward(dt, caches["mlm_ln"])
             put("cls.predictions.transform.LayerNorm.weight", dg)
@@ -598,6 +605,3 @@ class BertForPreTraining(BertModel):
             dh.reshape(B * T, H)[caches["positions"]] = dhm
 
         self._encode_backward(dh, dpooled, caches)
-        if "mlm_ce" in caches:
-            # the tied decoder's share of the word-embedding gradient
-            self.params.grads["bert.embeddings.word_embeddings.weight"] += dW_dec

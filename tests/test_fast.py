@@ -169,6 +169,40 @@ def test_cross_entropy_equals_the_reference(rng):
     same(d, d_ref)
 
 
+# ---------------------------------------------------------------------- products
+@pytest.mark.parametrize("M,K,N,transposed", [(512, 64, 96, False), (300, 48, 1000, False),
+                                              (96, 512, 80, True), (7, 33, 5, False)])
+def test_gemm_equals_numpy_bit_for_bit_with_any_thread_count(rng, M, K, N, transposed):
+    # the shapes of linear_forward (x W^T) and linear_backward (dy^T x, a transposed view)
+    a = f32(rng, K, M).T if transposed else f32(rng, M, K)
+    b, bias = f32(rng, N, K).T, f32(rng, N)
+    ref = a @ b
+    for n in (1, 2, 3):
+        with threads(n):
+            np.testing.assert_array_equal(fast.gemm(a, b), ref)
+            np.testing.assert_array_equal(fast.gemm(a, b, bias), ref + bias)
+
+
+def test_gemm_leaves_the_blas_thread_count_as_it_was(rng):
+    ctl = fast._blas_controller()
+    if not ctl:
+        pytest.skip("threadpoolctl is not installed")
+    before = [i["num_threads"] for i in ctl.info() if i["user_api"] == "blas"]
+    with threads(2):
+        fast.gemm(f32(rng, 256, 32), f32(rng, 32, 16))
+    assert [i["num_threads"] for i in ctl.info() if i["user_api"] == "blas"] == before
+
+
+def test_a_cpu_model_keeps_freed_memory_on_glibc():
+    import platform
+    mb.BertModel(mb.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=16, max_position_embeddings=8))
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert fast.keep_freed_memory() is True      # mallopt accepted both settings
+    else:
+        assert fast.keep_freed_memory() is False
+
+
 # ------------------------------------------------------------------- threads: bits
 def test_every_fast_function_gives_the_same_bits_with_any_thread_count(rng):
     x, dy = f32(rng, 37, 48, scale=2.0), f32(rng, 37, 48)

@@ -106,6 +106,13 @@ def test_embedding(rng):
     np.add.at(ref, ids.reshape(-1), dout.reshape(-1, H))
     ref[0] = 0
     np.testing.assert_allclose(dW, ref, rtol=1e-13, atol=1e-13)
+    # out=: the sums are added into a buffer that already holds something (the tied decoder's
+    # share), whose [PAD] row is left untouched
+    held = rng.standard_normal((V, H))
+    buf = held.copy()
+    assert L.embedding_backward(dout, cache, padding_idx=0, out=buf) is buf
+    np.testing.assert_allclose(buf, held + ref, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(buf[0], held[0])
 
 
 def test_dropout(rng):
