@@ -86,9 +86,8 @@ def scatter_add_rows(xp, table, ids, rows, skip=None):
     if ids.size == 0:
         return table
     if is_cupy(xp):
-        if skip is not None:
-            keep = ids != skip
-            ids, rows = ids[keep], rows[keep]
+        if skip is not None:   # zeroed rather than removed: a boolean index would wait for the GPU
+            rows = rows * (ids != skip)[:, None].astype(rows.dtype)
         xp.add.at(table, ids, rows)
         return table
     order = np.argsort(ids, kind="stable")
