@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from . import gpu_fused
+from . import fast, gpu_fused
 
 
 class AdamW:
@@ -68,6 +68,11 @@ class AdamW:
             n_decay = self.store.decay_size if self.weight_decay else 0
             gpu_fused.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps,
                                  1.0 - lr * self.weight_decay, n_decay)
+            return
+        if fast.applies(p, g, m, v):  # CPU float32: the same steps, block by block in cache
+            n_decay = self.store.decay_size if self.weight_decay else 0
+            fast.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps,
+                            1.0 - lr * self.weight_decay, n_decay)
             return
         # decoupled weight decay, on the decayed group only: p <- p (1 - lr wd)
         if self.weight_decay:
