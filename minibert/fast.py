@@ -10,7 +10,11 @@ three reasons:
 * NumPy's elementwise functions run on one core, while BLAS and PyTorch use
   them all;
 * ``scipy.special.erf`` (the exact GELU) is a scalar loop: ~70 ms for a
-  4096 x 1024 array, longer than the matrix product that feeds it.
+  4096 x 1024 array, longer than the matrix product that feeds it;
+* between two matrix products a multi-threaded BLAS keeps its threads
+  spinning on the cores that the next NumPy operations need, and every
+  array a step frees goes back to the kernel, to be faulted in page by page
+  in the next step.
 
 The functions here fix that without changing the math:
 
@@ -20,7 +24,11 @@ The functions here fix that without changing the math:
   inside its loops, so the threads really run in parallel);
 * the exact GELU uses a rational approximation of erf evaluated in float64
   inside each block and rounded once to float32 (``erf`` below), within one
-  float32 ulp of SciPy's.
+  float32 ulp of SciPy's;
+* the linear layers' products are cut into one run of rows per thread of the
+  same pool, each a single-threaded BLAS call (``gemm``), so that one pool
+  does all the work, and a CPU model asks malloc to keep the memory it frees
+  (``keep_freed_memory``).
 
 Determinism: the blocks depend only on the array shapes, never on the number
 of threads, and every block is computed the same way whichever thread runs
@@ -520,6 +528,56 @@ def adamw_step(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
         tmp *= step_size
         pb -= tmp
     for_rows(block, p.size, 1)
+
+
+# ----------------------------------------------------------------- uniform draws
+_UNIFORM_MIN = 1 << 16   # below this many numbers one thread draws them all
+
+
+def uniform(gen, shape, dtype=np.float32):
+    """``gen.random(shape, dtype=float32)``, the very same numbers, drawn by the whole pool.
+
+    Dropout needs a uniform number per element (17 million per ``mini``
+    step), and one NumPy generator draws them on one core.  NumPy's default
+    generator (PCG64) can jump ahead: ``advance(k)`` puts it where it would
+    be after k more 64-bit outputs, and each 64-bit output gives two float32
+    numbers (its low 32 bits first, then its high 32 bits).  So the run of
+    numbers [i0, i1), with i0 even, is drawn by a copy of the generator
+    advanced by i0 / 2, and the threads draw their runs side by side.  The
+    generator itself is then moved past all of them, so the next draw
+    continues the stream exactly as after one serial draw (tested).
+    Anything else (another generator, another dtype, a half-used 64-bit
+    output, a small array, the fast paths off) is one serial draw.
+    """
+    n = math.prod(shape)
+    bitgen = gen.bit_generator
+    n_threads = min(_threads, n // _UNIFORM_MIN)
+    if (not _enabled or n_threads < 2 or np.dtype(dtype) != np.float32
+            or type(bitgen) is not np.random.PCG64):
+        return gen.random(shape, dtype=dtype)
+    state = bitgen.state
+    if state["has_uint32"]:          # half of a 64-bit output is pending: keep it simple
+        return gen.random(shape, dtype=dtype)
+    out = np.empty(n, dtype=np.float32)
+    even = n - n % 2
+    cuts = [even * i // n_threads // 2 * 2 for i in range(n_threads + 1)]
+
+    def block(i0, i1):
+        copy = np.random.PCG64(0)
+        copy.state = state
+        copy.advance(i0 // 2)
+        np.random.Generator(copy).random(out=out[i0:i1], dtype=np.float32)
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
+    futures = [_pool.submit(block, cuts[i], cuts[i + 1]) for i in range(1, n_threads)]
+    block(cuts[0], cuts[1])
+    for f in futures:
+        f.result()
+    bitgen.advance(even // 2)
+    if n % 2:                        # the last number: the low half of the next output, as serially
+        out[-1] = gen.random(dtype=np.float32)
+    return out.reshape(shape)
 
 
 # ------------------------------------------------------------------------- dropout

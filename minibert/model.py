@@ -138,7 +138,8 @@ class BertModel:
             self._uniform = lambda shape: self._dropout_rng.random_sample(shape, dtype=self.dtype)
         else:
             self._dropout_rng = np.random.default_rng(child)
-            self._uniform = lambda shape: self._dropout_rng.random(shape, dtype=self.dtype)
+            # the same numbers as self._dropout_rng.random(shape, dtype), drawn on all cores
+            self._uniform = lambda shape: fast.uniform(self._dropout_rng, shape, self.dtype)
 
     # ---------------------------------------------------------------------- inputs
     def _check_ids(self, name, value, shape=None, upper=None, allowed=None):
