@@ -146,6 +146,17 @@ def _run_blocks(fn, blocks, results, first):
         results[first + i] = fn(r0, r1)
 
 
+def _in_parallel(fn, cuts):
+    """Run ``fn(cuts[i], cuts[i + 1])`` for every i, one call per thread; the caller takes the first."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
+    futures = [_pool.submit(fn, cuts[i], cuts[i + 1]) for i in range(1, len(cuts) - 1)]
+    fn(cuts[0], cuts[1])
+    for f in futures:
+        f.result()
+
+
 def for_rows(fn, n_rows, row_len, block=None):
     """Call ``fn(r0, r1)`` on fixed blocks of rows covering [0, n_rows), over the thread pool.
 
@@ -160,15 +171,8 @@ def for_rows(fn, n_rows, row_len, block=None):
     if n <= 1:
         _run_blocks(fn, blocks, results, 0)
         return results
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
     cuts = [len(blocks) * i // n for i in range(n + 1)]
-    futures = [_pool.submit(_run_blocks, fn, blocks[cuts[i]:cuts[i + 1]], results, cuts[i])
-               for i in range(1, n)]
-    _run_blocks(fn, blocks[:cuts[1]], results, 0)  # the calling thread takes the first run
-    for f in futures:
-        f.result()
+    _in_parallel(lambda c0, c1: _run_blocks(fn, blocks[c0:c1], results, c0), cuts)
     return results
 
 
@@ -249,15 +253,8 @@ def gemm(a, b, bias=None):
     if n <= 1:
         block(0, M)
         return out
-    cuts = [M * i // n for i in range(n + 1)]
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
     with ctl.limit(limits=1, user_api="blas"):
-        futures = [_pool.submit(block, cuts[i], cuts[i + 1]) for i in range(1, n)]
-        block(cuts[0], cuts[1])
-        for f in futures:
-            f.result()
+        _in_parallel(block, [M * i // n for i in range(n + 1)])
     return out
 
 
@@ -502,31 +499,20 @@ def layernorm_backward(dy, cache):
 
 
 # --------------------------------------------------------------------------- AdamW
-def adamw_step(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
-    """``optim.AdamW.step``'s update of flat float32 buffers, in cache-sized blocks over the pool.
+def adamw_step(p, g, m, v, decay, n_decay, update):
+    """``optim.AdamW.step`` on flat float32 buffers, in cache-sized blocks over the pool.
 
     The reference makes fourteen passes over buffers as large as the model
     (45 MB each for ``mini``), each one through main memory.  Here each block
-    of the four buffers is read once and every pass runs on it in cache.  The
-    operations and their order are the reference's: the same bits.
+    of the four buffers is read once and every pass runs on it in cache:
+    the weight decay on the part of the block in the decayed group, then
+    ``update(p, g, m, v, tmp)``, the reference's own moment and parameter
+    update, on the block.  The same operations in the same order: the same bits.
     """
     def block(r0, r1):
-        pb, gb, mb, vb = p[r0:r1], g[r0:r1], m[r0:r1], v[r0:r1]
         if decay != 1.0 and r0 < n_decay:
-            pb[:n_decay - r0] *= decay
-        tmp = np.multiply(gb, 1.0 - b1)
-        mb *= b1
-        mb += tmp
-        vb *= b2
-        np.multiply(gb, gb, out=tmp)
-        tmp *= 1.0 - b2
-        vb += tmp
-        np.sqrt(vb, out=tmp)
-        tmp /= root_c2
-        tmp += eps
-        np.divide(mb, tmp, out=tmp)
-        tmp *= step_size
-        pb -= tmp
+            p[r0:min(r1, n_decay)] *= decay
+        update(p[r0:r1], g[r0:r1], m[r0:r1], v[r0:r1], np.empty(r1 - r0, dtype=p.dtype))
     for_rows(block, p.size, 1)
 
 
@@ -567,13 +553,7 @@ def uniform(gen, shape, dtype=np.float32):
         copy.state = state
         copy.advance(i0 // 2)
         np.random.Generator(copy).random(out=out[i0:i1], dtype=np.float32)
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
-    futures = [_pool.submit(block, cuts[i], cuts[i + 1]) for i in range(1, n_threads)]
-    block(cuts[0], cuts[1])
-    for f in futures:
-        f.result()
+    _in_parallel(block, cuts)
     bitgen.advance(even // 2)
     if n % 2:                        # the last number: the low half of the next output, as serially
         out[-1] = gen.random(dtype=np.float32)

@@ -69,29 +69,32 @@ class AdamW:
             gpu_fused.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps,
                                  1.0 - lr * self.weight_decay, n_decay)
             return
+        decay = 1.0 - lr * self.weight_decay
+
+        def update(p, g, m, v, tmp):
+            # m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
+            m *= b1
+            xp.multiply(g, 1.0 - b1, out=tmp)
+            m += tmp
+            v *= b2
+            xp.multiply(g, g, out=tmp)
+            tmp *= 1.0 - b2
+            v += tmp
+            # p <- p - step_size * m / (sqrt(v) / sqrt(c2) + eps)
+            xp.sqrt(v, out=tmp)
+            tmp /= root_c2
+            tmp += self.eps
+            xp.divide(m, tmp, out=tmp)
+            tmp *= step_size
+            p -= tmp
+
         if fast.applies(p, g, m, v):  # CPU float32: the same steps, block by block in cache
-            n_decay = self.store.decay_size if self.weight_decay else 0
-            fast.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps,
-                            1.0 - lr * self.weight_decay, n_decay)
+            fast.adamw_step(p, g, m, v, decay, self.store.decay_size if self.weight_decay else 0, update)
             return
         # decoupled weight decay, on the decayed group only: p <- p (1 - lr wd)
         if self.weight_decay:
-            p[: self.store.decay_size] *= 1.0 - lr * self.weight_decay
-        # m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
-        m *= b1
-        xp.multiply(g, 1.0 - b1, out=tmp)
-        m += tmp
-        v *= b2
-        xp.multiply(g, g, out=tmp)
-        tmp *= 1.0 - b2
-        v += tmp
-        # p <- p - step_size * m / (sqrt(v) / sqrt(c2) + eps)
-        xp.sqrt(v, out=tmp)
-        tmp /= root_c2
-        tmp += self.eps
-        xp.divide(m, tmp, out=tmp)
-        tmp *= step_size
-        p -= tmp
+            p[: self.store.decay_size] *= decay
+        update(p, g, m, v, tmp)
 
     def state_dict(self) -> dict:
         return {"m": self.m, "v": self.v, "t": self.t}
