@@ -663,6 +663,12 @@ def attention_dscores(dprobs, probs, mask, scale, dead):
 
 
 # ------------------------------------------------------------ softmax cross-entropy
+# A row of the MLM logits is a whole vocabulary (30,522 numbers, more than BLOCK):
+# blocks of one row each would pay NumPy's per-call costs 608 times per pass.  Eight
+# times BLOCK (about 8 such rows, 1 MB) halves the time of both passes.
+_CE_BLOCK = 8
+
+
 class CrossEntropyCache:
     """What the fused cross-entropy keeps: the logits and two numbers per row, not log p."""
 
@@ -694,7 +700,7 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
         np.exp(e, out=e)
         row_max[r0:r1] = m
         np.log(e.sum(axis=-1, keepdims=True), out=log_sum[r0:r1])
-    for_rows(block, N, C)
+    for_rows(block, N, C, _CE_BLOCK * BLOCK)
     rows = np.arange(N)
     picked = (logits[rows, safe][:, None] - row_max) - log_sum
     denom = max(n_valid, 1)
@@ -715,5 +721,5 @@ def softmax_cross_entropy_backward(dloss, cache):
         rows = np.arange(r1 - r0)
         d[rows, cache.safe[r0:r1]] -= 1.0
         d *= coef[r0:r1]
-    for_rows(block, N, logits.shape[1])
+    for_rows(block, N, logits.shape[1], _CE_BLOCK * BLOCK)
     return dlogits
