@@ -126,9 +126,11 @@ def keep_freed_memory() -> bool:
     whether the settings were applied.
     """
     global _malloc_tuned
+    if not _enabled:
+        return False
     if _malloc_tuned is None:
         _malloc_tuned = False
-        if _enabled and os.name == "posix":
+        if os.name == "posix":
             try:
                 import ctypes
                 libc = ctypes.CDLL(None)
