@@ -593,7 +593,7 @@ class BertForPreTraining(BertModel):
             dt, dW_dec, db = L.linear_backward(dlogits, caches["decoder"])
             # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
             put("bert.embeddings.word_embeddings.weight", dW_dec)
-            del dW_dec, dlogits   # 2 x (n_masked, V): free them before the encoder's backward
+            del dW_dec, dlogits   # (V, H) and (n_masked, V): freed before the encoder's backward
             put("cls.predictions.bias", db)
             dt, dg, db = L.layernorm_backward(dt, caches["mlm_ln"])
             put("cls.predictions.transform.LayerNorm.weight", dg)
