@@ -64,12 +64,12 @@ class AdamW:
             root_c2 = math.sqrt(1.0 - b2 ** self.t)
         else:
             step_size, root_c2 = lr, 1.0
-        if gpu_fused.applies(p, g, m, v):  # GPU path: the steps below in one kernel
-            n_decay = self.store.decay_size if self.weight_decay else 0
-            gpu_fused.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps,
-                                 1.0 - lr * self.weight_decay, n_decay)
-            return
+        # decoupled weight decay p <- p (1 - lr wd), on the first n_decay entries only
         decay = 1.0 - lr * self.weight_decay
+        n_decay = self.store.decay_size if self.weight_decay else 0
+        if gpu_fused.applies(p, g, m, v):  # GPU path: the steps below in one kernel
+            gpu_fused.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps, decay, n_decay)
+            return
 
         def update(p, g, m, v, tmp):
             # m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
@@ -89,11 +89,10 @@ class AdamW:
             p -= tmp
 
         if fast.applies(p, g, m, v):  # CPU float32: the same steps, block by block in cache
-            fast.adamw_step(p, g, m, v, decay, self.store.decay_size if self.weight_decay else 0, update)
+            fast.adamw_step(p, g, m, v, decay, n_decay, update)
             return
-        # decoupled weight decay, on the decayed group only: p <- p (1 - lr wd)
-        if self.weight_decay:
-            p[: self.store.decay_size] *= decay
+        if n_decay:
+            p[:n_decay] *= decay
         update(p, g, m, v, tmp)
 
     def state_dict(self) -> dict:
