@@ -34,6 +34,8 @@ Usage:
     python benchmarks/bench_step.py --smoke               # seconds: tiny shapes, a check that it runs
     python benchmarks/bench_step.py --device cuda --presets small base --seq-len 512
                                                           # GPU: CuPy against PyTorch CUDA
+    python benchmarks/bench_step.py --device cuda --mixed-precision
+                                                          # float16 products, float32 master weights
 
 On the GPU (``--device cuda``) minibert runs on CuPy and PyTorch on CUDA, the
 batch already on the device for both; the GEMM peak is a 4096^3 float32
@@ -43,11 +45,20 @@ steps (``cupy.get_default_memory_pool().total_bytes()`` after the pool was
 emptied; ``torch.cuda.max_memory_reserved()`` after a reset).  Every step ends
 with ``float(loss)``, which waits for the GPU, so wall-clock step times are
 GPU times.
+
+``--mixed-precision``: minibert with ``mixed_precision=True`` and a
+``LossScaler``; PyTorch under ``torch.autocast(dtype=float16)`` with a
+``GradScaler``.  Each step then also unscales the gradients and checks them
+for inf/NaN (a wait for the device in both libraries).  On the GPU the GEMM
+peak is then a float16 4096^3 product.  On the CPU minibert only emulates
+float16 products (they run as float32 BLAS calls) and PyTorch's CPU float16
+kernels are not its fast ones: CPU numbers say nothing about the GPU.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -139,19 +150,22 @@ def run_minibert(cfg, batch, args):
     import numpy as np
     sys.path.insert(0, str(ROOT))
     import minibert as mb
-    from minibert.optim import AdamW
+    from minibert.optim import AdamW, LossScaler, clip_grad_norm
 
     rng = np.random.default_rng(0)
     if args.device == "cuda":
         import cupy
         sync = cupy.cuda.Device().synchronize
+        peak_dtype = np.float16 if args.mixed_precision else np.float32
         peak = gemm_peak(lambda a, b: (a @ b, sync()), lambda n: cupy.asarray(
-            rng.standard_normal((n, n)).astype(np.float32)), n=4096)
+            rng.standard_normal((n, n)).astype(peak_dtype)), n=4096)
         batch.update({k: cupy.asarray(v) for k, v in batch.items()})
     else:
         peak = gemm_peak(lambda a, b: a @ b, lambda n: rng.standard_normal((n, n)).astype(np.float32))
-    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device)
+    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device,
+                                  mixed_precision=args.mixed_precision)
     opt = AdamW(model.params, lr=1e-4, eps=1e-6, weight_decay=0.01)
+    scaler = LossScaler()
 
     def step():
         out = model.forward(**batch, train=True)
@@ -159,7 +173,15 @@ def run_minibert(cfg, batch, args):
         opt.step()
         return float(out.loss)
 
-    return step, peak
+    def mixed_step():
+        out = model.forward(**batch, train=True)
+        model.backward(loss_scale=scaler.scale)
+        model.params.grad *= 1.0 / scaler.scale
+        if scaler.update(math.isfinite(clip_grad_norm(model.params, None))):
+            opt.step()
+        return float(out.loss)
+
+    return (mixed_step if args.mixed_precision else step), peak
 
 
 def run_torch(cfg, batch, args, gathered):
@@ -173,8 +195,9 @@ def run_torch(cfg, batch, args, gathered):
     dev = torch.device(args.device)
     if args.device == "cuda":
         sync = torch.cuda.synchronize
+        peak_dtype = torch.float16 if args.mixed_precision else torch.float32
         peak = gemm_peak(lambda a, b: (a @ b, sync()),
-                         lambda n: torch.randn(n, n, dtype=torch.float32, device=dev), n=4096)
+                         lambda n: torch.randn(n, n, dtype=peak_dtype, device=dev), n=4096)
     else:
         peak = gemm_peak(lambda a, b: a @ b, lambda n: torch.randn(n, n, dtype=torch.float32))
     hc = transformers.BertConfig(**cfg)
@@ -201,6 +224,7 @@ def run_torch(cfg, batch, args, gathered):
         return F.cross_entropy(logits, flat[pos]) + F.cross_entropy(nsp, t["nsp_labels"])
 
     loss_fn = gathered_loss if gathered else stock
+    scaler = torch.amp.GradScaler(args.device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -209,7 +233,16 @@ def run_torch(cfg, batch, args, gathered):
         opt.step()
         return float(loss)
 
-    return step, peak
+    def mixed_step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(args.device, dtype=torch.float16):
+            loss = loss_fn()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return float(loss)
+
+    return (mixed_step if args.mixed_precision else step), peak
 
 
 def worker(args):
@@ -288,6 +321,7 @@ def spawn(form, preset, args):
     cmd = [sys.executable, __file__, "--worker", form, "--preset", preset,
            "--seq-len", str(args.seq_len), "--batch", str(args.batch), "--threads", str(args.threads),
            "--reps", str(args.reps), "--warmup", str(args.warmup), "--dtype", args.dtype,
+           *(["--mixed-precision"] if args.mixed_precision else []),
            "--dropout", str(args.dropout), "--vocab-size", str(args.vocab_size), "--attn", args.attn,
            "--device", args.device]
     busy = wait_for_idle(args.wait_idle) if args.wait_idle else None
@@ -344,7 +378,8 @@ def machine_line(device="cpu"):
 
 def main_parent(args):
     print(f"# {machine_line(args.device)}")
-    print(f"# device {args.device}, seq-len {args.seq_len}, batch {args.batch}, {args.threads} threads, {args.dtype}, "
+    precision = "mixed float16 (float32 master weights)" if args.mixed_precision else args.dtype
+    print(f"# device {args.device}, seq-len {args.seq_len}, batch {args.batch}, {args.threads} threads, {precision}, "
           f"dropout {args.dropout}, torch attention '{args.attn}', warm-up {args.warmup}, "
           f"{args.reps} timed steps (median)")
     results = []
@@ -483,6 +518,8 @@ def parse(argv=None):
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--mixed-precision", action="store_true",
+                    help="float16 products and loss scaling in both libraries (see the docstring)")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--vocab-size", type=int, default=30522)
     ap.add_argument("--attn", default="eager", choices=["eager", "sdpa"],
@@ -496,6 +533,8 @@ def parse(argv=None):
     ap.add_argument("--worker", choices=FORMS, help=argparse.SUPPRESS)
     ap.add_argument("--preset", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.mixed_precision and args.dtype != "float32":
+        ap.error("--mixed-precision keeps float32 master weights: it needs --dtype float32")
     if args.smoke:
         args.presets, args.seq_len, args.batch, args.reps, args.warmup = ["tiny"], 16, 2, 2, 1
         args.rounds, args.wait_idle = 1, 0.0

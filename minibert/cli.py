@@ -64,6 +64,9 @@ def _pretrain_parser(sub):
     g.add_argument("--dropout", type=float, help="override the config's dropout probabilities")
     g.add_argument("--device", choices=["cpu", "cuda"], default=d.device, help="(default: %(default)s)")
     g.add_argument("--dtype", choices=["float32", "float64"], default=d.dtype, help="(default: %(default)s)")
+    g.add_argument("--mixed-precision", action="store_true",
+                   help="float16 matrix products against float32 master weights, with dynamic loss "
+                        "scaling: fast on a GPU's tensor cores, no faster on the CPU")
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
     g.add_argument("--batch-size", type=int, default=d.batch_size,
@@ -73,7 +76,8 @@ def _pretrain_parser(sub):
     g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default: %(default)s)")
     g.add_argument("--warmup", type=int, help="warmup steps (default: 10%% of --steps)")
     g.add_argument("--weight-decay", type=float, default=d.weight_decay, help="(default: %(default)s)")
-    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm, help="(default: %(default)s)")
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm,
+                   help="clip the gradients' global norm to this; 0: no clipping (default: %(default)s)")
     g.add_argument("--bert-adam", dest="bias_correction", action="store_false",
                    help="google-research/bert's AdamW, without bias correction")
     g.add_argument("--seed", type=int, default=d.seed,

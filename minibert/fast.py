@@ -153,7 +153,13 @@ def _in_parallel(fn, cuts):
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
-    futures = [_pool.submit(fn, cuts[i], cuts[i + 1]) for i in range(1, len(cuts) - 1)]
+    # NumPy's error state (np.errstate) belongs to the calling thread: hand it on to the workers
+    err = np.geterr()
+
+    def run(r0, r1):
+        with np.errstate(**err):
+            fn(r0, r1)
+    futures = [_pool.submit(run, cuts[i], cuts[i + 1]) for i in range(1, len(cuts) - 1)]
     fn(cuts[0], cuts[1])
     for f in futures:
         f.result()

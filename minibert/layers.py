@@ -42,7 +42,17 @@ def linear_forward(x, W, b):
 
     The leading axes are flattened first: one (N, in) x (in, out) product is
     one BLAS call, where a (B, T, in) @ (in, out) product would be B calls.
+
+    A float16 ``W`` (mixed precision, see ``half_matmul``) makes the product
+    a half-precision one: x is rounded to float16 and kept so for the
+    backward, and y comes back in b's dtype (float32).
     """
+    if W.dtype == np.float16:
+        with np.errstate(over="ignore"):   # beyond 65504 -> inf: the loss reports it
+            x16 = x.astype(np.float16)
+        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T).astype(b.dtype)
+        y += b
+        return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
     if fast.applies(x, W, b):  # fast path: the product and the bias add, rows over all cores
         y = fast.gemm(x.reshape(-1, x.shape[-1]), W.T, b)
         return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
@@ -55,15 +65,45 @@ def linear_backward(dy, cache):
     """dy: (..., out)  ->  dx (..., in), dW (out, in), db (out,).
 
     With x flattened to (N, in):  dx = dy W,  dW = dy^T x,  db = sum_n dy.
+    In mixed precision (a float16 W) both products take dy rounded to
+    float16, and dx, dW come back in dy's dtype; db is summed from dy itself.
     """
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
+    if W.dtype == np.float16:
+        with np.errstate(over="ignore"):   # too large a loss scale -> inf: the LossScaler looks for it
+            dy16 = dy2.astype(np.float16)
+        dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
+        dW = half_matmul(dy16.T, x2).astype(dy.dtype)
+        return dx, dW, dy2.sum(axis=0)
     mm = fast.gemm if fast.applies(dy2, x2, W) else get_array_module(dy2).matmul  # fast path: see linear_forward
     dx = mm(dy2, W).reshape(x.shape)
     dW = mm(dy2.T, x2)
     db = dy2.sum(axis=0)
     return dx, dW, db
+
+
+def half_matmul(a, b):
+    """a @ b for float16 matrices: products summed in float32, the result rounded to float16.
+
+    a: (N, K) float16; b: (K, M) float16  ->  (N, M) float16
+
+    That is what a GPU does with CuPy's float16 matmul (cuBLAS, tensor
+    cores, float32 accumulation), and why mixed precision is fast there.
+    NumPy has no fast float16 product, so on the CPU the operands are widened
+    to float32 (exactly: every float16 is a float32), multiplied by BLAS,
+    and the result rounded back: the same numbers up to the order of the
+    float32 sums, and no faster than float32.
+    """
+    xp = get_array_module(a)
+    if xp is not np:
+        return xp.matmul(a, b)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    mm = fast.gemm if fast.applies(a32, b32) else np.matmul
+    # an overflow gives inf (and inf * 0 NaN): loss scaling looks for them
+    with np.errstate(over="ignore", invalid="ignore"):
+        return mm(a32, b32).astype(np.float16)
 
 
 # ------------------------------------------------------------------------ embedding

@@ -55,11 +55,20 @@ class BertModel:
         seed: fixes the initial weights and the dropout masks.
         dtype: "float32" (default) or "float64" (for checks).
         device: "cpu" (NumPy) or "cuda" (CuPy).
+        mixed_precision: run every linear layer's products in float16
+            (``layers.half_matmul``) against a float16 copy of the weights,
+            refreshed from the float32 master weights at each forward;
+            everything else (embeddings, LayerNorm, GELU, softmax, the
+            losses, the gradients, AdamW) stays float32.  Fast on a GPU's
+            tensor cores; on the CPU the same numbers, computed no faster.
+            Train it with a loss scale (``backward(loss_scale=...)`` and
+            ``optim.LossScaler``): small gradients underflow in float16.
     """
 
     prefix = ""  # HF's BertModel names have no prefix; BertForPreTraining's start with "bert."
 
-    def __init__(self, config: BertConfig, seed: int = 0, dtype="float32", device: str = "cpu"):
+    def __init__(self, config: BertConfig, seed: int = 0, dtype="float32", device: str = "cpu",
+                 mixed_precision: bool = False):
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a minibert.BertConfig, got {type(config).__name__}")
         config.validate()
@@ -75,6 +84,14 @@ class BertModel:
         self.params.init(seed, config.initializer_range, padding_rows=[(word, config.pad_token_id)])
         self.seed_dropout(seed)
         self._cache = None
+        if not isinstance(mixed_precision, bool):
+            raise TypeError(f"mixed_precision must be True or False, got {mixed_precision!r}")
+        if mixed_precision and self.dtype != np.float32:
+            raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
+                             f"got {self.dtype}")
+        self.mixed_precision = mixed_precision
+        if mixed_precision:
+            self.params.enable_half()
 
     # ------------------------------------------------------------------ parameters
     def _param_specs(self):
@@ -112,13 +129,18 @@ class BertModel:
         """Number of trainable scalars (a tied matrix counted once)."""
         return self.params.num_parameters()
 
+    def _matrices(self):
+        """The weight matrices the linear layers multiply by: float16 copies in mixed precision."""
+        return self.params.halves if self.mixed_precision else self.params.params
+
     def _layer_weights(self, i):
         """The weights of layer i, with Q, K, V fused into one (3H, H) matrix."""
         ly = f"{self.prefix}encoder.layer.{i}."
         P = self.params
         qkv = [ly + f"attention.self.{n}" for n in ("query", "key", "value")]
         return dict(
-            Wqkv=P.fused([n + ".weight" for n in qkv]), bqkv=P.fused([n + ".bias" for n in qkv]),
+            Wqkv=P.fused([n + ".weight" for n in qkv], "half" if self.mixed_precision else "data"),
+            bqkv=P.fused([n + ".bias" for n in qkv]),
             dWqkv=P.fused([n + ".weight" for n in qkv], "grad"),
             dbqkv=P.fused([n + ".bias" for n in qkv], "grad"),
             names=dict(Wqkv=qkv, ao=ly + "attention.output.dense", ln1=ly + "attention.output.LayerNorm",
@@ -203,6 +225,9 @@ class BertModel:
     def _encode(self, ids, types, mask, train):
         """ids, types, mask: (B, T) int  ->  hidden (B, T, H), pooled (B, H), caches."""
         c, P, xp = self.config, self.params.params, self.xp
+        if self.mixed_precision:
+            self.params.refresh_half()   # the float16 weights follow the master weights' last update
+        W = self._matrices()
         p_h, p_a = c.hidden_dropout_prob, c.attention_probs_dropout_prob
         gelu = _gelu_kind(c.hidden_act)
         e = self.prefix + "embeddings."
@@ -230,15 +255,15 @@ class BertModel:
             # block is contiguous: the batched products below then run at full speed
             q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, c.head_dim).transpose(2, 0, 3, 1, 4))
             ctx, lc["att"] = L.attention_forward(q, k, v, bias, p_a, self._uniform, train)
-            a, lc["ao"] = L.linear_forward(L.merge_heads(ctx), P[n["ao"] + ".weight"], P[n["ao"] + ".bias"])
+            a, lc["ao"] = L.linear_forward(L.merge_heads(ctx), W[n["ao"] + ".weight"], P[n["ao"] + ".bias"])
             a, lc["drop1"] = L.dropout_forward(a, p_h, self._uniform, train)
             # post-LN residual: LayerNorm(x + sublayer(x))
             h, lc["ln1"] = L.layernorm_forward(a + x, P[n["ln1"] + ".weight"], P[n["ln1"] + ".bias"],
                                                c.layer_norm_eps)
             # feed-forward: H -> I -> H with GELU
-            f, lc["inter"] = L.linear_forward(h, P[n["inter"] + ".weight"], P[n["inter"] + ".bias"])
+            f, lc["inter"] = L.linear_forward(h, W[n["inter"] + ".weight"], P[n["inter"] + ".bias"])
             f, lc["gelu"] = L.gelu_forward(f, gelu)
-            f, lc["out"] = L.linear_forward(f, P[n["out"] + ".weight"], P[n["out"] + ".bias"])
+            f, lc["out"] = L.linear_forward(f, W[n["out"] + ".weight"], P[n["out"] + ".bias"])
             f, lc["drop2"] = L.dropout_forward(f, p_h, self._uniform, train)
             x, lc["ln2"] = L.layernorm_forward(f + h, P[n["ln2"] + ".weight"], P[n["ln2"] + ".bias"],
                                                c.layer_norm_eps)
@@ -246,7 +271,7 @@ class BertModel:
 
         # pooler: dense + tanh on the hidden state of [CLS] (position 0)
         pl = self.prefix + "pooler.dense"
-        pooled, caches["pool_lin"] = L.linear_forward(x[:, 0], P[pl + ".weight"], P[pl + ".bias"])
+        pooled, caches["pool_lin"] = L.linear_forward(x[:, 0], W[pl + ".weight"], P[pl + ".bias"])
         pooled, caches["pool_tanh"] = L.tanh_forward(pooled)
         caches["shape"] = (B, T)
         return x, pooled, caches
@@ -502,6 +527,7 @@ class BertForPreTraining(BertModel):
         B, T = ids.shape
         labels = self._check_labels(mlm_labels, nsp_labels, (B, T))
         h, pooled, caches = self._encode(ids, types, mask, train)
+        W = self._matrices()
 
         # MLM head, only where it is needed
         if labels["mlm"] is not None:
@@ -511,16 +537,16 @@ class BertForPreTraining(BertModel):
         else:
             positions = None
             hm = h
-        t, caches["mlm_dense"] = L.linear_forward(hm, P["cls.predictions.transform.dense.weight"],
+        t, caches["mlm_dense"] = L.linear_forward(hm, W["cls.predictions.transform.dense.weight"],
                                                   P["cls.predictions.transform.dense.bias"])
         t, caches["mlm_gelu"] = L.gelu_forward(t, _gelu_kind(c.hidden_act))
         t, caches["mlm_ln"] = L.layernorm_forward(t, P["cls.predictions.transform.LayerNorm.weight"],
                                                   P["cls.predictions.transform.LayerNorm.bias"],
                                                   c.layer_norm_eps)
-        mlm_logits, caches["decoder"] = L.linear_forward(t, P["bert.embeddings.word_embeddings.weight"],
+        mlm_logits, caches["decoder"] = L.linear_forward(t, W["bert.embeddings.word_embeddings.weight"],
                                                          P["cls.predictions.bias"])
         # NSP head on the pooled [CLS]
-        nsp_logits, caches["nsp"] = L.linear_forward(pooled, P["cls.seq_relationship.weight"],
+        nsp_logits, caches["nsp"] = L.linear_forward(pooled, W["cls.seq_relationship.weight"],
                                                      P["cls.seq_relationship.bias"])
 
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions,
@@ -568,8 +594,16 @@ class BertForPreTraining(BertModel):
             out["nsp"] = xp.asarray(n, dtype=xp.int64)
         return out
 
-    def backward(self, accumulate=False):
-        """Gradients of ``loss`` (from the last forward with labels) into ``self.params.grads``."""
+    def backward(self, accumulate=False, loss_scale=1.0):
+        """Gradients of ``loss`` (from the last forward with labels) into ``self.params.grads``.
+
+        ``loss_scale``: differentiate ``loss_scale * loss`` instead, so that
+        small gradients survive float16 in mixed precision; divide the
+        gradients by it before the optimiser step (``optim.LossScaler``).
+        """
+        if isinstance(loss_scale, bool) or not isinstance(loss_scale, (int, float)) \
+                or not (0 < loss_scale < float("inf")):
+            raise ValueError(f"loss_scale must be a positive finite number, got {loss_scale!r}")
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() with mlm_labels and/or nsp_labels first "
                                "(there is no loss to differentiate; each forward allows one backward)")
@@ -582,14 +616,14 @@ class BertForPreTraining(BertModel):
 
         dpooled = None
         if "nsp_ce" in caches:
-            dnsp = L.softmax_cross_entropy_backward(1.0, caches["nsp_ce"])
+            dnsp = L.softmax_cross_entropy_backward(loss_scale, caches["nsp_ce"])
             dpooled, dW, db = L.linear_backward(dnsp, caches["nsp"])
             put("cls.seq_relationship.weight", dW)
             put("cls.seq_relationship.bias", db)
 
         dh = xp.zeros((B, T, H), dtype=self.dtype)
         if "mlm_ce" in caches:
-            dlogits = L.softmax_cross_entropy_backward(1.0, caches["mlm_ce"])
+            dlogits = L.softmax_cross_entropy_backward(loss_scale, caches["mlm_ce"])
             dt, dW_dec, db = L.linear_backward(dlogits, caches["decoder"])
             # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
             put("bert.embeddings.word_embeddings.weight", dW_dec)

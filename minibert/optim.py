@@ -104,6 +104,63 @@ class AdamW:
         self.t = int(state["t"])
 
 
+class LossScaler:
+    """Dynamic loss scaling for mixed precision.
+
+    In float16 a gradient below about 6e-8 rounds to zero, and many of
+    BERT's do.  The backward therefore differentiates ``scale * loss``: every
+    gradient is ``scale`` times larger while it passes through float16, and
+    is divided by ``scale`` again in float32 before the optimiser step.  Too
+    large a scale overflows instead (inf or NaN somewhere in the gradients).
+    The scale finds its own level:
+
+    * gradients not finite: skip this optimiser step, halve the scale;
+    * ``growth_interval`` finite steps in a row: double the scale.
+
+    Usage, one optimiser step::
+
+        model.backward(loss_scale=scaler.scale)
+        store.grad *= 1.0 / scaler.scale
+        if scaler.update(all_gradients_finite):
+            opt.step()
+
+    The defaults (2^16, x2, x0.5, 2000) are those of PyTorch's ``GradScaler``.
+    """
+
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+        if not (0 < init_scale < math.inf):
+            raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
+        if not growth_factor > 1:
+            raise ValueError(f"growth_factor must be > 1, got {growth_factor!r}")
+        if not 0 < backoff_factor < 1:
+            raise ValueError(f"backoff_factor must be in (0, 1), got {backoff_factor!r}")
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
+            raise ValueError(f"growth_interval must be a positive integer, got {growth_interval!r}")
+        self.scale = float(init_scale)
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval = growth_interval
+        self.good_steps = 0   # finite steps since the scale last changed
+
+    def update(self, finite: bool) -> bool:
+        """Record whether this step's gradients were finite; True when the step may be taken."""
+        if not finite:
+            self.scale *= self.backoff_factor
+            self.good_steps = 0
+            return False
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            self.scale *= self.growth_factor
+            self.good_steps = 0
+        return True
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "good_steps": self.good_steps}
+
+    def load_state_dict(self, state) -> None:
+        self.scale = float(state["scale"])
+        self.good_steps = int(state["good_steps"])
+
+
 def linear_warmup_decay(step, total_steps, warmup_steps):
     """Multiplier of the peak learning rate at (0-based) optimiser step ``step``.
 
@@ -119,11 +176,16 @@ def linear_warmup_decay(step, total_steps, warmup_steps):
 def clip_grad_norm(store, max_norm=1.0):
     """Scale all gradients so that their global L2 norm is at most ``max_norm``.
 
-    Returns the norm before clipping.  The scale max_norm / (norm + 1e-6),
-    capped at 1, is the one PyTorch's ``clip_grad_norm_`` uses.
+    Returns the norm before clipping (inf or NaN if a gradient is).  The
+    scale max_norm / (norm + 1e-6), capped at 1, is the one PyTorch's
+    ``clip_grad_norm_`` uses.  ``max_norm=None`` only measures the norm.
     """
+    if max_norm is not None and not (0 < max_norm < math.inf):
+        raise ValueError(f"max_norm must be a positive finite number (or None: no clipping), got {max_norm!r}")
     xp = store.xp
     norm = float(xp.sqrt(xp.dot(store.grad, store.grad)))
+    if max_norm is None:
+        return norm
     coef = max_norm / (norm + 1e-6)
     if coef < 1.0:
         store.grad *= coef

@@ -48,6 +48,8 @@ class ParamStore:
         self.grad = xp.zeros(self.size, dtype=self.dtype)
         self.params = {s.name: self._view(self.data, s) for s in self.specs}
         self.grads = {s.name: self._view(self.grad, s) for s in self.specs}
+        self.half = None     # float16 copy of the weight matrices, see enable_half
+        self.halves = {}
 
     def _view(self, flat, spec):
         start, stop = self.offsets[spec.name]
@@ -57,6 +59,7 @@ class ParamStore:
         """One view over consecutive parameters, stacked along their first axis.
 
         e.g. the query, key and value weights (H, H) each -> a (3H, H) view.
+        ``which``: "data", "grad" or "half" (the float16 copy).
         """
         starts = [self.offsets[n] for n in names]
         for (a0, a1), (b0, _) in zip(starts, starts[1:]):
@@ -65,7 +68,7 @@ class ParamStore:
         shapes = [self.params[n].shape for n in names]
         if any(s[1:] != shapes[0][1:] for s in shapes):
             raise RuntimeError(f"parameters {names} do not stack: {shapes}")
-        flat = self.data if which == "data" else self.grad
+        flat = {"data": self.data, "grad": self.grad, "half": self.half}[which]
         rows = sum(s[0] for s in shapes)
         return flat[starts[0][0]:starts[-1][1]].reshape((rows,) + shapes[0][1:])
 
@@ -90,6 +93,24 @@ class ParamStore:
                 if name == s.name:
                     value[row] = 0.0
             self.params[s.name][...] = self.xp.asarray(value.astype(self.dtype))
+
+    def enable_half(self):
+        """Keep a float16 copy of the weight-decayed parameters (every weight matrix) for mixed precision.
+
+        ``data`` stays the float32 master copy that the optimiser updates;
+        ``half`` (flat) and ``halves`` (the same names, views) are its
+        float16 rounding, made again by ``refresh_half`` before each forward.
+        Biases and LayerNorm are not copied: they enter only float32 sums.
+        """
+        if self.half is None:
+            self.half = self.xp.empty(self.decay_size, dtype=np.float16)
+            self.halves = {s.name: self._view(self.half, s) for s in self.specs if s.decay}
+        self.refresh_half()
+
+    def refresh_half(self):
+        """half <- float16(data[:decay_size]), one pass (round to nearest even; beyond 65504 -> inf)."""
+        with np.errstate(over="ignore"):
+            self.half[...] = self.data[:self.decay_size]
 
     def zero_grad(self):
         self.grad.fill(0)

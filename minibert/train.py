@@ -34,7 +34,7 @@ from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, sav
 from .config import PRESETS, BertConfig
 from .corpus import Corpus
 from .model import BertForPreTraining
-from .optim import AdamW, clip_grad_norm, linear_warmup_decay
+from .optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 
 VOCAB_NAME = "vocab.txt"
 METRICS_NAME = "metrics.jsonl"
@@ -61,11 +61,12 @@ class TrainArgs:
     warmup: int | None = None          # None: 10% of the steps
     accum: int = 1                     # micro-batches per optimiser step
     weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = 1.0         # 0: no clipping
     bias_correction: bool = True       # False: google-research/bert's AdamW
     dropout: float | None = None       # None: the config's (0.1 for the presets)
     device: str = "cpu"
     dtype: str = "float32"
+    mixed_precision: bool = False      # float16 products, float32 master weights, dynamic loss scaling
     seed: int = 0
     out: str = "runs/minibert"
     resume: bool = False
@@ -115,6 +116,10 @@ def check_args(a: TrainArgs) -> BertConfig:
         raise ValueError(f"--stop-at must be between 1 and --steps ({a.steps}), got {a.stop_at}")
     if not 0 < a.heldout_fraction < 1:
         raise ValueError(f"--heldout-fraction must be in (0, 1), got {a.heldout_fraction}")
+    if not (0 <= a.max_grad_norm < math.inf):
+        raise ValueError(f"--max-grad-norm must be >= 0 (0: no clipping), got {a.max_grad_norm!r}")
+    if not (0 <= a.weight_decay < math.inf):
+        raise ValueError(f"--weight-decay must be >= 0, got {a.weight_decay!r}")
     if a.dropout is not None and not 0 <= a.dropout < 1:
         raise ValueError(f"--dropout must be in [0, 1), got {a.dropout}")
     config = load_model_config(a.config)
@@ -127,6 +132,9 @@ def check_args(a: TrainArgs) -> BertConfig:
     get_xp(a.device)  # a clear error now if CuPy or the GPU is missing
     from .backend import resolve_dtype
     resolve_dtype(a.dtype)
+    if a.mixed_precision and resolve_dtype(a.dtype) != np.float32:
+        raise ValueError(f"--mixed-precision keeps float32 master weights: it needs --dtype float32, "
+                         f"got {a.dtype}")
     if a.vocab is not None and not Path(a.vocab).is_file():
         raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
     check_writable(Path(a.out))
@@ -350,19 +358,23 @@ def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str
     return dict(config=config.to_dict(), corpus=corpus_fp, vocab=vocab_fp, steps=a.steps,
                 batch_size=a.batch_size, seq_len=a.seq_len, lr=a.lr, warmup=a.warmup_steps, accum=a.accum,
                 weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm,
-                bias_correction=a.bias_correction, seed=a.seed, dtype=a.dtype, dupe_factor=a.dupe_factor)
+                bias_correction=a.bias_correction, seed=a.seed, dtype=a.dtype, dupe_factor=a.dupe_factor,
+                # only when on, so that checkpoints written before the option existed still resume
+                **({"mixed_precision": True} if a.mixed_precision else {}))
 
 
-def save_run(out, step, model, opt, stream, identity, keep) -> Path:
+def save_run(out, step, model, opt, stream, identity, keep, scaler=None) -> Path:
     xp = model.xp
     if not bool(xp.isfinite(model.params.data).all()):
         raise TrainingError(f"step {step}: the weights hold NaN or inf; not writing a poisoned checkpoint")
     arrays = {"params": model.params.data, "adam_m": opt.m, "adam_v": opt.v}
     meta = {"run": identity, "adam_t": opt.t, "data": stream.state_dict()}
+    if scaler is not None:
+        meta["loss_scaler"] = scaler.state_dict()
     return save_checkpoint(out, step, arrays, meta, keep=keep)
 
 
-def restore_run(path, model, opt, stream, identity) -> int:
+def restore_run(path, model, opt, stream, identity, scaler=None) -> int:
     arrays, meta = load_checkpoint(path)
     theirs = meta.get("run", {})
     diff = sorted(k for k in set(identity) | set(theirs) if identity.get(k) != theirs.get(k))
@@ -378,6 +390,8 @@ def restore_run(path, model, opt, stream, identity) -> int:
     opt.v[...] = xp.asarray(arrays["adam_v"])
     opt.t = int(meta["adam_t"])
     stream.load_state_dict(meta["data"])
+    if scaler is not None:
+        scaler.load_state_dict(meta["loss_scaler"])
     return int(meta["step"])
 
 
@@ -426,10 +440,12 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
     corpus, tokenizer, stream, eval_batches = prepare_data(a, out)
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
-    model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device)
+    model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
+                               mixed_precision=a.mixed_precision)
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
+    scaler = LossScaler() if a.mixed_precision else None
     identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
-    step = restore_run(checkpoint, model, opt, stream, identity) if checkpoint else 0
+    step = restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else 0
 
     baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
     log(f"corpus: {corpus}")
@@ -467,32 +483,47 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
                 # ---- one optimiser step: accum micro-batches, clip, AdamW
                 model.seed_dropout((a.seed, step))        # dropout masks depend on (seed, step) only
                 lr = a.lr * linear_warmup_decay(step, a.steps, a.warmup_steps)
+                loss_scale = scaler.scale if scaler is not None else 1.0
                 sums = {}
                 for micro in range(a.accum):
                     batch = stream.next_batch()
                     out_ = model.forward(**batch, train=True)
-                    model.backward(accumulate=micro > 0)
+                    model.backward(accumulate=micro > 0, loss_scale=loss_scale)
                     sums = add(sums, batch_stats(out_, batch))
-                if a.accum > 1:
-                    model.params.grad *= 1.0 / a.accum       # the mean over micro-batches
+                if a.accum > 1 or loss_scale != 1.0:
+                    # the mean over micro-batches, and the loss scale taken out again
+                    model.params.grad *= 1.0 / (a.accum * loss_scale)
                 stats = summarize(sums)
-                grad_norm = clip_grad_norm(model.params, a.max_grad_norm)
-                if not (math.isfinite(stats["loss"]) and math.isfinite(grad_norm)):
+                grad_norm = clip_grad_norm(model.params, a.max_grad_norm or None)
+                overflow = not math.isfinite(grad_norm)
+                if not math.isfinite(stats["loss"]) or (overflow and scaler is None):
                     raise TrainingError(f"step {step + 1}: the loss is {stats['loss']} (gradient norm "
                                         f"{grad_norm}); stopped without saving. Last good checkpoint: "
                                         f"{last_ckpt or 'none'}. Try a lower --lr.")
-                opt.step(lr)
+                if scaler is None or scaler.update(not overflow):
+                    opt.step(lr)
+                elif scaler.scale < 1.0:
+                    # the float16 gradients overflow even unscaled: not an accident of the scale
+                    raise TrainingError(f"step {step + 1}: the gradients overflow float16 even at loss scale "
+                                        f"{loss_scale:g}; stopped without saving. Last good checkpoint: "
+                                        f"{last_ckpt or 'none'}. Try a lower --lr, or train without "
+                                        f"--mixed-precision.")
                 step += 1
 
                 # ---- logging
-                window = add(window, dict(sums, grad_norm=grad_norm, steps=1))
+                # a skipped step's norm is inf: it stays out of the mean
+                window = add(window, dict(sums, grad_norm=0.0 if overflow else grad_norm,
+                                          skipped=int(overflow), steps=1))
                 if step % a.log_every == 0 or step == end:
                     elapsed = time.perf_counter() - t0
+                    taken = window["steps"] - window["skipped"]
                     entry = dict(kind="train", step=step, **summarize(window), lr=lr,
-                                 grad_norm=window["grad_norm"] / window["steps"],
+                                 grad_norm=window["grad_norm"] / max(taken, 1),
                                  tokens_per_s=window["tokens"] / max(elapsed, 1e-9),
                                  data_wait=stream.wait_s / max(elapsed, 1e-9))
                     stream.wait_s = 0.0
+                    if scaler is not None:
+                        entry.update(loss_scale=scaler.scale, skipped_steps=window["skipped"])
                     record(entry)
                     bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
                                     nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
@@ -502,7 +533,7 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
                     record(dict(kind="eval", step=step, **evaluate(model, eval_batches),
                                 unigram_baseline=baseline))
                 if stop.received or step % a.save_every == 0 or step == end:
-                    last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep)
+                    last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep, scaler)
                 if stop.received:
                     stopped_by = stop.received
                     log(f"\n{stopped_by} received: saved {last_ckpt} at step {step}; "

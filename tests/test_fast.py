@@ -8,6 +8,7 @@ same bits with one thread and with several (the blocks do not depend on the
 thread count).
 """
 import contextlib
+import warnings
 
 import numpy as np
 import pytest
@@ -191,6 +192,19 @@ def test_gemm_leaves_the_blas_thread_count_as_it_was(rng):
     with threads(2):
         fast.gemm(f32(rng, 256, 32), f32(rng, 32, 16))
     assert [i["num_threads"] for i in ctl.info() if i["user_api"] == "blas"] == before
+
+
+def test_the_worker_threads_follow_the_callers_error_state(rng):
+    # inf * 0 in every row block: quiet where the caller said so, raised where it asked for that
+    a, b = f32(rng, 512, 16), f32(rng, 16, 8)
+    a[::64, 0], b[0, :] = np.inf, 0.0
+    with threads(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with np.errstate(invalid="ignore"):
+                assert np.isnan(fast.gemm(a, b)[::64]).all()
+        with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+            fast.gemm(a, b)
 
 
 def test_a_cpu_model_keeps_freed_memory_on_glibc():

@@ -234,3 +234,28 @@ def test_fused_training_follows_the_reference(rng, reference):
         losses.append(run)
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-12)
     assert losses[0][-1] < losses[0][0]
+
+
+def test_mixed_precision_on_the_gpu_matches_the_cpu_emulation(rng):
+    """CuPy's float16 products (tensor cores, float32 sums) against the CPU's widened ones.
+
+    The two sum in different orders, so a product may round to the other
+    neighbouring float16: the tolerances are a few float16 roundings.
+    """
+    import cupy
+    c = cfg()
+    cpu = mb.BertForPreTraining(c, seed=5, mixed_precision=True)
+    gpu = mb.BertForPreTraining(c, seed=5, mixed_precision=True, device="cuda")
+    assert gpu.params.half.dtype == np.float16 and isinstance(gpu.params.half, cupy.ndarray)
+    batch = padded_batch(rng, 301, B=3, T=10)
+    a = cpu.forward(**batch, train=False)
+    b = gpu.forward(**{k: cupy.asarray(v) for k, v in batch.items()}, train=False)
+    assert abs(float(a.loss) - float(b.loss)) <= 2e-3 * float(a.loss)
+    cpu.backward(loss_scale=1024.0)
+    gpu.backward(loss_scale=1024.0)
+    g_cpu, g_gpu = cpu.params.grad, cupy.asnumpy(gpu.params.grad)
+    assert np.linalg.norm(g_gpu - g_cpu) <= 5e-3 * np.linalg.norm(g_cpu)
+    # and against the GPU's own float32 model
+    ref = mb.BertForPreTraining(c, seed=5, device="cuda")
+    r = ref.forward(**{k: cupy.asarray(v) for k, v in batch.items()}, train=False)
+    assert abs(float(r.loss) - float(b.loss)) <= 2e-3 * float(r.loss)
