@@ -56,13 +56,13 @@ def load_weights(directory) -> dict:
         raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
 
 
-def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0):
+def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False):
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
     config = BertConfig.from_json_file(directory / CONFIG_NAME)
     state = {k: v for k, v in load_weights(directory).items() if not k.endswith(_IGNORED)}
-    model = cls(config, seed=seed, dtype=dtype, device=device)
+    model = cls(config, seed=seed, dtype=dtype, device=device, mixed_precision=mixed_precision)
     if model.prefix == "":
         # a bare encoder ignores the pre-training heads of a BertForPreTraining checkpoint
         state = {k: v for k, v in state.items() if not k.startswith("cls.")}

@@ -477,10 +477,11 @@ class BertModel:
         save_pretrained(self, directory)
 
     @classmethod
-    def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0):
+    def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False):
         """Load a directory written by ``save_pretrained`` (minibert's or transformers')."""
         from .hf_io import from_pretrained
-        return from_pretrained(cls, directory, dtype=dtype, device=device, seed=seed)
+        return from_pretrained(cls, directory, dtype=dtype, device=device, seed=seed,
+                               mixed_precision=mixed_precision)
 
 
 class BertForPreTraining(BertModel):

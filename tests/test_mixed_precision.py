@@ -229,3 +229,14 @@ def test_max_grad_norm_zero_means_no_clipping(corpus_file, tmp_path):
     pretrain(small_args(corpus_file, tmp_path / "a", max_grad_norm=0.0, steps=4), log=lambda *a: None)
     pretrain(small_args(corpus_file, tmp_path / "b", max_grad_norm=1e9, steps=4), log=lambda *a: None)
     assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
+
+
+def test_a_saved_model_loads_in_mixed_precision(tiny, tmp_path):
+    model = BertForPreTraining(tiny, seed=3)
+    model.save_pretrained(tmp_path / "m")
+    mixed = BertForPreTraining.from_pretrained(tmp_path / "m", mixed_precision=True)
+    assert mixed.mixed_precision
+    np.testing.assert_array_equal(mixed.params.data, model.params.data)
+    a = float(model.forward(**batch(), train=False).loss)
+    b = float(mixed.forward(**batch(), train=False).loss)   # the half copy made from the loaded weights
+    assert a != b and abs(a - b) <= 1e-4 * a
