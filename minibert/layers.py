@@ -50,8 +50,8 @@ def linear_forward(x, W, b):
     if W.dtype == np.float16:
         with np.errstate(over="ignore"):   # beyond 65504 -> inf: the loss reports it
             x16 = x.astype(np.float16)
-        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T).astype(b.dtype)
-        y += b
+        # float16 + float32 promotes to float32: the widening and the bias add are one pass
+        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
         return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
     if fast.applies(x, W, b):  # fast path: the product and the bias add, rows over all cores
         y = fast.gemm(x.reshape(-1, x.shape[-1]), W.T, b)

@@ -76,6 +76,9 @@ def test_linear_in_half_precision_keeps_float32_outside():
     y16, c16 = L.linear_forward(x, W.astype(np.float16), b)
     assert y16.dtype == np.float32 and c16[0].dtype == np.float16   # x kept in float16 for the backward
     np.testing.assert_allclose(y16, y32, rtol=0, atol=4 * F16_EPS * np.abs(y32).max())
+    x16 = x.astype(np.float16).reshape(-1, 16)
+    np.testing.assert_array_equal(y16.reshape(-1, 8),
+                                  L.half_matmul(x16, W.astype(np.float16).T).astype(np.float32) + b)
     ref, half = L.linear_backward(dy, c32), L.linear_backward(dy, c16)
     for r, h in zip(ref, half):
         assert h.dtype == np.float32 and h.shape == r.shape
