@@ -66,7 +66,7 @@ def _pretrain_parser(sub):
     g.add_argument("--dtype", choices=["float32", "float64"], default=d.dtype, help="(default: %(default)s)")
     g.add_argument("--mixed-precision", action="store_true",
                    help="float16 matrix products against float32 master weights, with dynamic loss "
-                        "scaling: fast on a GPU's tensor cores, no faster on the CPU")
+                        "scaling: fast on a GPU's tensor cores; on the CPU an emulation, 2-3x slower")
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
     g.add_argument("--batch-size", type=int, default=d.batch_size,

@@ -247,7 +247,11 @@ def gemm(a, b, bias=None):
     of its own and one pool does all the work.  The bias is added per run,
     while those rows are still in cache.  Every output element is the same
     dot product, in the same order, however the rows are cut, so the
-    result does not depend on the number of threads (tested).
+    result does not depend on the number of threads (tested).  A product
+    too small to split is one single-threaded BLAS call as well: a
+    multi-threaded BLAS may cut the sums differently (OpenBLAS does for some
+    shapes, e.g. (160, 1000) @ (1000, 128)), and the bits would then depend
+    on the thread count after all.
     """
     M = a.shape[0]
     out = np.empty((M, b.shape[1]), dtype=np.result_type(a, b))
@@ -258,11 +262,14 @@ def gemm(a, b, bias=None):
         o = np.matmul(a[r0:r1], b, out=out[r0:r1])
         if bias is not None:
             o += bias
-    if n <= 1:
+    if ctl is None:
         block(0, M)
         return out
     with ctl.limit(limits=1, user_api="blas"):
-        _in_parallel(block, [M * i // n for i in range(n + 1)])
+        if n <= 1:
+            block(0, M)
+        else:
+            _in_parallel(block, [M * i // n for i in range(n + 1)])
     return out
 
 

@@ -94,7 +94,7 @@ def half_matmul(a, b):
     NumPy has no fast float16 product, so on the CPU the operands are widened
     to float32 (exactly: every float16 is a float32), multiplied by BLAS,
     and the result rounded back: the same numbers up to the order of the
-    float32 sums, and no faster than float32.
+    float32 sums, but slower than float32 (the conversions are extra passes).
     """
     xp = get_array_module(a)
     if xp is not np:

@@ -60,7 +60,7 @@ class BertModel:
             refreshed from the float32 master weights at each forward;
             everything else (embeddings, LayerNorm, GELU, softmax, the
             losses, the gradients, AdamW) stays float32.  Fast on a GPU's
-            tensor cores; on the CPU the same numbers, computed no faster.
+            tensor cores; on the CPU the same numbers, emulated more slowly.
             Train it with a loss scale (``backward(loss_scale=...)`` and
             ``optim.LossScaler``): small gradients underflow in float16.
     """

@@ -80,3 +80,18 @@ def test_has_prose_and_figures_are_light(path):
     assert kinds and kinds[0] == "markdown", f"{path.name}: start with a Markdown cell that says what it is about"
     assert path.stat().st_size < MAX_BYTES, \
         f"{path.name} is {path.stat().st_size:,} bytes; make its figures smaller (dpi, size)"
+
+
+NBVAL_MARKERS = {"NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION", "NBVAL_SKIP"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_nbval_markers_are_exact(path):
+    # nbval acts on a comment line that holds the marker and nothing else:
+    # "# NBVAL_IGNORE_OUTPUT (because ...)" is silently not a marker
+    for i, cell in enumerate(code_cells(path)):
+        for line in "".join(cell["source"]).splitlines():
+            comment = line.strip()
+            if comment.startswith("#") and "NBVAL_" in comment:
+                assert comment.lstrip("#").strip() in NBVAL_MARKERS, \
+                    f"{path.name}, code cell {i + 1}: {comment!r} is not an nbval marker; put the reason on the next line"
