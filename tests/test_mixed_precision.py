@@ -243,3 +243,17 @@ def test_a_saved_model_loads_in_mixed_precision(tiny, tmp_path):
     a = float(model.forward(**batch(), train=False).loss)
     b = float(mixed.forward(**batch(), train=False).loss)   # the half copy made from the loaded weights
     assert a != b and abs(a - b) <= 1e-4 * a
+
+
+def test_mixed_precision_with_gradient_accumulation(corpus_file, tmp_path):
+    # the micro-batches' scaled gradients add up in float32; one division takes out both factors
+    quiet = dict(log=lambda *a: None)
+    pretrain(small_args(corpus_file, tmp_path / "f32", accum=2, steps=6), **quiet)
+    pretrain(small_args(corpus_file, tmp_path / "mp", accum=2, steps=6, mixed_precision=True), **quiet)
+    f32, mp = train_losses(tmp_path / "f32"), train_losses(tmp_path / "mp")
+    assert [s for s, _ in mp] == list(range(1, 7))
+    np.testing.assert_allclose([l for _, l in mp], [l for _, l in f32], rtol=1e-3)
+    # AdamW hardly sees a gradient off by a constant factor; the logged norms do
+    norms = [[json.loads(l)["grad_norm"] for l in (tmp_path / d / "metrics.jsonl").read_text().splitlines()
+              if '"train"' in l] for d in ("f32", "mp")]
+    np.testing.assert_allclose(norms[1], norms[0], rtol=1e-2)

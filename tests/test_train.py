@@ -264,3 +264,31 @@ def test_prefetch_hands_out_the_stream_in_order_and_reports_the_consumed_positio
         assert pre.wait_s >= 0.0
     finally:
         pre.close()
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_accumulation_averages_the_micro_batch_gradients(corpus_file, tmp_path, monkeypatch, mixed):
+    """The gradient AdamW receives after --accum 3 is the mean of the three micro-batches' gradients."""
+    from minibert.model import BertForPreTraining
+    from minibert.optim import AdamW
+    from minibert.train import prepare_data
+    seen = []
+    real_step = AdamW.step
+    monkeypatch.setattr(AdamW, "step", lambda self, lr=None: (seen.append(self.store.grad.copy()),
+                                                              real_step(self, lr)))
+    args = small_args(corpus_file, tmp_path / "run", accum=3, steps=2, warmup=1, max_grad_norm=0.0, dropout=0.0,
+                      mixed_precision=mixed)
+    result = pretrain(args, log=lambda *a: None)
+    assert len(seen) == 2
+    # the same three batches by hand, each through a fresh copy of the initial model
+    _, _, stream, _ = prepare_data(args, tmp_path / "by-hand")
+    expected = 0
+    for _ in range(3):
+        model = BertForPreTraining(result.model.config, seed=args.seed, mixed_precision=mixed)
+        model.seed_dropout((args.seed, 0))
+        model.forward(**stream.next_batch(), train=True)
+        model.backward(loss_scale=1024.0 if mixed else 1.0)
+        expected = expected + model.params.grad / (1024.0 if mixed else 1.0)
+    expected /= 3
+    rel = np.linalg.norm(seen[0] - expected) / np.linalg.norm(expected)
+    assert rel < (2e-3 if mixed else 1e-6), rel
