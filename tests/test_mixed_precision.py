@@ -257,3 +257,20 @@ def test_mixed_precision_with_gradient_accumulation(corpus_file, tmp_path):
     norms = [[json.loads(l)["grad_norm"] for l in (tmp_path / d / "metrics.jsonl").read_text().splitlines()
               if '"train"' in l] for d in ("f32", "mp")]
     np.testing.assert_allclose(norms[1], norms[0], rtol=1e-2)
+
+
+def test_the_bare_encoder_runs_in_mixed_precision(tiny):
+    from minibert.model import BertModel
+    b = batch()
+    ref, mixed = BertModel(tiny, seed=1), BertModel(tiny, seed=1, mixed_precision=True)
+    r = ref.forward(b["input_ids"], b["token_type_ids"])
+    m = mixed.forward(b["input_ids"], b["token_type_ids"])
+    assert m.last_hidden_state.dtype == np.float32
+    err = np.abs(m.last_hidden_state - r.last_hidden_state).max()
+    assert 0 < err < 1e-2                         # LayerNorm'd outputs of size ~1, a few float16 roundings
+    np.testing.assert_allclose(m.pooler_output, r.pooler_output, atol=1e-2)
+    dh = np.ones_like(r.last_hidden_state)
+    ref.backward(dh)
+    mixed.backward(dh)
+    g, g32 = mixed.params.grad, ref.params.grad
+    assert np.linalg.norm(g - g32) < 2e-3 * np.linalg.norm(g32)
