@@ -256,15 +256,15 @@ def gemm(a, b, bias=None):
     M = a.shape[0]
     out = np.empty((M, b.shape[1]), dtype=np.result_type(a, b))
     ctl = _blas_controller()
-    n = min(_threads, M // _GEMM_MIN_ROWS) if ctl else 1
 
     def block(r0, r1):
         o = np.matmul(a[r0:r1], b, out=out[r0:r1])
         if bias is not None:
             o += bias
-    if ctl is None:
+    if ctl is None:          # no threadpoolctl: BLAS cannot be held to one thread, so no split
         block(0, M)
         return out
+    n = min(_threads, M // _GEMM_MIN_ROWS)
     with ctl.limit(limits=1, user_api="blas"):
         if n <= 1:
             block(0, M)
