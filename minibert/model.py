@@ -77,6 +77,11 @@ class BertModel:
         self.device = device
         self.dtype = resolve_dtype(dtype)
         self.seed = seed
+        if not isinstance(mixed_precision, bool):
+            raise TypeError(f"mixed_precision must be True or False, got {mixed_precision!r}")
+        if mixed_precision and self.dtype != np.float32:
+            raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
+                             f"got {self.dtype}")
         if self.xp is np:
             fast.keep_freed_memory()   # each step reuses the memory the last one freed
         self.params = ParamStore(self._param_specs(), self.xp, self.dtype)
@@ -84,11 +89,6 @@ class BertModel:
         self.params.init(seed, config.initializer_range, padding_rows=[(word, config.pad_token_id)])
         self.seed_dropout(seed)
         self._cache = None
-        if not isinstance(mixed_precision, bool):
-            raise TypeError(f"mixed_precision must be True or False, got {mixed_precision!r}")
-        if mixed_precision and self.dtype != np.float32:
-            raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
-                             f"got {self.dtype}")
         self.mixed_precision = mixed_precision
         if mixed_precision:
             self.params.enable_half()
