@@ -505,6 +505,9 @@ def layernorm_backward(dy, cache):
         np.multiply(sr[r0:r1], g, out=dxr[r0:r1])
         return dgamma, dbeta
     parts = for_rows(block, dyr.shape[0], H)
+    if not parts:            # no rows (e.g. no labelled MLM position): nothing to sum
+        zeros = np.zeros(H, dtype=xhat.dtype)
+        return dx, zeros, zeros.copy()
     dgamma = parts[0][0]
     dbeta = parts[0][1]
     for dg, db in parts[1:]:

@@ -283,8 +283,9 @@ def layernorm_forward(x, gamma, beta, eps):
     rows = x.size // H
     y, xhat = cupy.empty_like(x), cupy.empty_like(x)
     rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
-    _kernel("layernorm_fwd", _LAYERNORM_FWD, x.dtype)(
-        (rows,), (_threads(H),), (x, gamma, beta, y, xhat, rstd, np.int32(H), x.dtype.type(eps)))
+    if rows:                              # a grid of no blocks is a CUDA launch error
+        _kernel("layernorm_fwd", _LAYERNORM_FWD, x.dtype)(
+            (rows,), (_threads(H),), (x, gamma, beta, y, xhat, rstd, np.int32(H), x.dtype.type(eps)))
     return y, (xhat, rstd, gamma)
 
 
@@ -294,8 +295,9 @@ def layernorm_backward(dy, cache):
     H = dy.shape[-1]
     rows = dy.size // H
     dx = cupy.empty_like(dy)
-    _kernel("layernorm_bwd", _LAYERNORM_BWD, dy.dtype)(
-        (rows,), (_threads(H),), (dy, xhat, rstd, gamma, dx, np.int32(H)))
+    if rows:                              # none, e.g. a batch without a labelled MLM position
+        _kernel("layernorm_bwd", _LAYERNORM_BWD, dy.dtype)(
+            (rows,), (_threads(H),), (dy, xhat, rstd, gamma, dx, np.int32(H)))
     dy2, xh2 = dy.reshape(rows, H), xhat.reshape(rows, H)
     dgamma = _elementwise()["colsum_prod"](dy2, xh2, axis=0)
     dbeta = dy2.sum(axis=0)

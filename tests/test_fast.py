@@ -251,6 +251,44 @@ def test_every_fast_function_gives_the_same_bits_with_any_thread_count(rng):
                 np.testing.assert_array_equal(a, b_)
 
 
+def test_every_fast_function_takes_zero_rows(rng):
+    # a batch with no labelled MLM position sends zero rows through the MLM head
+    x, dy, g, b = f32(rng, 0, 16), f32(rng, 0, 16), f32(rng, 16), f32(rng, 16)
+    for kind in ("none", "tanh"):
+        y, c = fast.gelu_forward(x, kind)
+        assert y.shape == (0, 16) and fast.gelu_backward(dy, c).shape == (0, 16)
+    y, c = fast.layernorm_forward(x, g, b, 1e-12)
+    dx, dg, db = fast.layernorm_backward(dy, c)
+    assert y.shape == dx.shape == (0, 16)
+    same((dg, db), (np.zeros(16, np.float32), np.zeros(16, np.float32)))
+    assert fast.gemm(x, f32(rng, 16, 5)).shape == (0, 5)
+    loss, c = fast.softmax_cross_entropy_forward(f32(rng, 0, 7), np.zeros(0, np.int64))
+    assert loss == 0 and fast.softmax_cross_entropy_backward(1.0, c).shape == (0, 7)
+
+
+@pytest.mark.parametrize("nsp", [True, False])
+def test_a_batch_without_mlm_labels_trains_like_the_reference(rng, nsp):
+    # loss = NSP alone (or 0): the MLM head's gradient is zero, the rest equals the reference's
+    config = mb.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=8)
+    ids = rng.integers(5, 50, (2, 6))
+    kw = dict(mlm_labels=np.full((2, 6), -100), nsp_labels=np.array([0, 1]) if nsp else None)
+
+    def step():
+        model = mb.BertForPreTraining(config, seed=3)
+        out = model.forward(ids, **kw, train=False)
+        model.backward()
+        return float(out.loss), model.params.grad.copy(), model
+
+    loss, grad, model = step()
+    with reference():
+        loss_ref, grad_ref, _ = step()
+    assert loss == loss_ref
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-5, atol=1e-7)
+    assert not model.params.grads["cls.predictions.transform.LayerNorm.weight"].any()
+    assert bool(np.abs(grad).sum() > 0) == nsp
+
+
 # ----------------------------------------------------------------- the whole model
 def test_model_step_with_and_without_fast_paths(rng):
     config = mb.BertConfig(vocab_size=301, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,

@@ -259,3 +259,20 @@ def test_mixed_precision_on_the_gpu_matches_the_cpu_emulation(rng):
     ref = mb.BertForPreTraining(c, seed=5, device="cuda")
     r = ref.forward(**{k: cupy.asarray(v) for k, v in batch.items()}, train=False)
     assert abs(float(r.loss) - float(b.loss)) <= 2e-3 * float(r.loss)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_batch_without_mlm_labels_on_the_gpu(dtype, rng):
+    """No labelled MLM position: the MLM head sees zero rows (no empty kernel launch)."""
+    import cupy
+    ids = rng.integers(5, 301, (2, 6))
+    kw = dict(mlm_labels=np.full((2, 6), -100), nsp_labels=np.array([0, 1]))
+    cpu = mb.BertForPreTraining(cfg(), seed=2, dtype=dtype)
+    gpu = mb.BertForPreTraining(cfg(), seed=2, dtype=dtype, device="cuda")
+    a = cpu.forward(ids, **kw, train=False)
+    b = gpu.forward(cupy.asarray(ids), **{k: cupy.asarray(v) for k, v in kw.items()}, train=False)
+    assert abs(float(a.loss) - float(b.loss)) <= 1e-5 * float(a.loss)
+    cpu.backward()
+    gpu.backward()
+    g = cupy.asnumpy(gpu.params.grad)
+    assert np.linalg.norm(g - cpu.params.grad) <= 1e-4 * np.linalg.norm(cpu.params.grad)
