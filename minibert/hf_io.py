@@ -6,6 +6,7 @@ MLM decoder is the word-embedding matrix and is not written again.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -39,20 +40,64 @@ def save_pretrained(model, directory) -> None:
             os.remove(tmp)
 
 
-def load_weights(directory) -> dict:
-    """{name: NumPy array} from ``directory/model.safetensors``."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+INDEX_NAME = "model.safetensors.index.json"     # a checkpoint split into shards
 
-    path = Path(directory) / WEIGHTS_NAME
+
+def load_weights(directory) -> dict:
+    """{name: NumPy array} from ``directory/model.safetensors`` (or its shards)."""
+    directory = Path(directory)
+    path, index = directory / WEIGHTS_NAME, directory / INDEX_NAME
+    if path.is_file():
+        return read_safetensors(path)
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            files = sorted(set(weight_map.values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{index} is not a safetensors index (a weight_map of files): {exc!r}") from None
+        state = {}
+        for name in files:
+            if Path(name).name != name:
+                raise ValueError(f"{index} names a file outside {directory}: {name!r}")
+            state.update(read_safetensors(directory / name))
+        return state
+    other = [p.name for p in directory.glob("*.bin")]
+    hint = (f" (found {other}: re-save it with safetensors, e.g. transformers' "
+            f"save_pretrained(..., safe_serialization=True))" if other else "")
+    raise FileNotFoundError(f"no {WEIGHTS_NAME} in {directory}{hint}")
+
+
+def read_safetensors(path) -> dict:
+    """{name: NumPy array} from one safetensors file; bfloat16 tensors come back as float32.
+
+    NumPy has no bfloat16, so the ``safetensors`` NumPy API refuses such
+    files.  A bfloat16 number is the upper 16 bits of the float32 with the
+    same sign, exponent and leading mantissa bits, so widening it is exact:
+    shift the raw 16-bit words left by 16 and read them as float32.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
     if not path.is_file():
-        other = [p.name for p in Path(directory).glob("*.bin")]
-        hint = (f" (found {other}: re-save it with safetensors, e.g. transformers' "
-                f"save_pretrained(..., safe_serialization=True))" if other else "")
-        raise FileNotFoundError(f"no {WEIGHTS_NAME} in {directory}{hint}")
+        raise FileNotFoundError(f"weights file not found: {path}")
     try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as exc:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n)) if 0 < n < 100_000_000 else None
+        if not isinstance(header, dict):
+            raise ValueError("no safetensors header")
+        out = {}
+        with safe_open(str(path), framework="numpy") as f:
+            for name in f.keys():
+                info = header[name]
+                if info["dtype"] != "BF16":
+                    out[name] = f.get_tensor(name)
+                    continue
+                begin, end = info["data_offsets"]
+                raw = np.fromfile(path, dtype="<u2", count=(end - begin) // 2, offset=8 + n + begin)
+                out[name] = (raw.astype(np.uint32) << 16).view(np.float32).reshape(info["shape"])
+        return out
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
 
 

@@ -25,6 +25,29 @@ from .config import BertConfig
 from .params import ParamSpec, ParamStore
 
 
+def _host_array(value):
+    """A weight as an array: NumPy and CuPy arrays as they are, PyTorch tensors via NumPy.
+
+    bfloat16 tensors are widened to float32 first (exact: bfloat16 is the
+    upper half of a float32), since NumPy has no bfloat16.
+    """
+    if hasattr(value, "detach"):                       # a torch.Tensor
+        t = value.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            t = t.float()
+        return t.numpy()
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"not an array ({type(value).__name__}): {exc}") from None
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"expected numbers, got an array of {arr.dtype}")
+    return arr
+
+
 @dataclass
 class BertOutput:
     last_hidden_state: object   # (B, T, H)
@@ -416,54 +439,65 @@ class BertModel:
         return d
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        """Copy weights in from ``{name: array}`` (NumPy, CuPy or anything ``np.asarray`` takes).
+        """Copy weights in from ``{name: array}`` (NumPy, CuPy, PyTorch or anything ``np.asarray`` takes).
 
-        Names may carry HF's ``bert.`` prefix or not.  Unknown or missing
-        names and wrong shapes raise one ``ValueError`` listing them all; the
-        model is left unchanged in that case.
+        Names may carry HF's ``bert.`` prefix or not, and LayerNorm parameters
+        may use the original BERT names ``gamma``/``beta`` (as transformers
+        accepts).  A tied alias (``cls.predictions.decoder.weight``/``.bias``)
+        stands in for the weight it is tied to when that one is absent, and
+        must equal it when both are given.  Unknown, missing or repeated names
+        and wrong shapes raise one ``ValueError`` listing them all; the model
+        is left unchanged in that case.
         """
         if not hasattr(state, "items"):
             raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}")
         own = self.params.params
         tied = self._tied()
-        values, unknown, bad_shape, seen = {}, [], [], set()
+        values, aliases, unknown, bad, given = {}, {}, [], [], {}
         for key, value in state.items():
-            name = self._canonical_name(key)
-            if name in tied:
-                seen.add(name)
-                values.setdefault(("tied", name), value)
+            name = self._canonical_name(str(key))
+            if name in given:
+                bad.append(f"{key} repeats {given[name]!r} (the same parameter)")
                 continue
-            if name not in own:
+            given[name] = key
+            if name not in own and name not in tied:
                 unknown.append(key)
                 continue
-            arr = value.detach().cpu().numpy() if hasattr(value, "detach") else value
-            if tuple(arr.shape) != tuple(own[name].shape):
-                bad_shape.append(f"{key}: expected {tuple(own[name].shape)}, got {tuple(arr.shape)}")
+            try:
+                arr = _host_array(value)
+            except TypeError as exc:
+                bad.append(f"{key}: {exc}")
                 continue
-            values[name] = arr
-            seen.add(name)
-        missing = [n for n in own if n not in seen]
+            target = tied.get(name, name)
+            if tuple(arr.shape) != tuple(own[target].shape):
+                bad.append(f"{key}: expected shape {tuple(own[target].shape)}, got {tuple(arr.shape)}")
+                continue
+            (aliases if name in tied else values)[name] = arr
+        for alias, arr in aliases.items():
+            target = tied[alias]
+            if target not in values:          # the alias alone carries the tied weight
+                values[target] = arr
+            elif not np.array_equal(to_numpy(arr), to_numpy(values[target])):
+                bad.append(f"{alias} differs from {target}, but minibert ties them")
+        missing = [n for n in own if n not in values]
         problems = []
         if strict and missing:
             problems.append(f"missing keys: {missing}")
         if strict and unknown:
             problems.append(f"unknown keys: {unknown}")
-        if bad_shape:
-            problems.append(f"wrong shapes: {bad_shape}")
-        # a tied alias (the MLM decoder) must agree with the weight it is tied to
-        for (_, alias), value in [(k, v) for k, v in values.items() if isinstance(k, tuple)]:
-            target = tied[alias]
-            arr = value.detach().cpu().numpy() if hasattr(value, "detach") else to_numpy(value)
-            ref = values.get(target)
-            if ref is not None and (arr.shape != tuple(ref.shape) or not np.array_equal(arr, to_numpy(ref))):
-                problems.append(f"{alias} differs from {target}, but minibert ties them")
+        if bad:
+            problems.append("; ".join(bad))
         if problems:
             raise ValueError("load_state_dict: " + "; ".join(problems))
-        for name, value in values.items():
-            if not isinstance(name, tuple):
-                own[name][...] = self.xp.asarray(value, dtype=self.dtype)
+        for name, arr in values.items():
+            own[name][...] = self.xp.asarray(arr, dtype=self.dtype)
+
+    _LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}   # LayerNorm in the original BERT
 
     def _canonical_name(self, key):
+        for old, new in self._LEGACY_SUFFIXES.items():
+            if key.endswith("LayerNorm" + old):
+                key = key[: -len(old)] + new
         if self.prefix and not key.startswith(self.prefix) and not key.startswith("cls."):
             return self.prefix + key
         if not self.prefix and key.startswith("bert."):

@@ -137,3 +137,70 @@ def test_config_json_round_trip(tmp_path):
     assert hc.hidden_size == 256 and hc.hidden_act == "gelu_new" and hc.vocab_size == 999
     hc.to_json_file(str(tmp_path / "hf.json"))
     assert mb.BertConfig.from_json_file(tmp_path / "hf.json") == c
+
+
+def _hf_model(seed=0):
+    torch.manual_seed(seed)
+    return transformers.BertForPreTraining(transformers.BertConfig(**CONFIG)).eval()
+
+
+def _same_logits(model, hf, rng):
+    x = _inputs(rng)
+    ours = model.forward(**x, train=False)
+    with torch.no_grad():
+        ref = hf(**{k: torch.from_numpy(v) for k, v in x.items()})
+    np.testing.assert_allclose(ours.mlm_logits, ref.prediction_logits.float().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_original_bert_names_gamma_and_beta_load(tmp_path, rng):
+    # the original BERT checkpoints name LayerNorm's parameters gamma and beta
+    from safetensors.torch import save_file
+    hf = _hf_model()
+    hf.save_pretrained(tmp_path)
+    state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+             for k, v in hf.state_dict().items() if not k.startswith("cls.predictions.decoder.")}
+    assert sum(k.endswith(".gamma") for k in state) == 2 * CONFIG["num_hidden_layers"] + 2
+    save_file({k: v.clone().contiguous() for k, v in state.items()}, tmp_path / "model.safetensors")
+    _same_logits(mb.BertForPreTraining.from_pretrained(tmp_path), hf, rng)
+
+
+def test_a_tied_alias_stands_in_for_its_weight(rng):
+    hf = _hf_model()
+    state = dict(hf.state_dict())                     # torch tensors, as they are
+    state["cls.predictions.decoder.bias"] = state.pop("cls.predictions.bias")
+    model = mb.BertForPreTraining(mb.BertConfig(**CONFIG), seed=9)
+    model.load_state_dict(state)
+    _same_logits(model, hf, rng)
+    # and the same parameter under two spellings is refused, not silently overwritten
+    state["pooler.dense.weight"] = state["bert.pooler.dense.weight"] * 2
+    with pytest.raises(ValueError, match="repeats"):
+        model.load_state_dict(state)
+
+
+def test_bfloat16_checkpoints_load_exactly_widened(tmp_path, rng):
+    hf = _hf_model().to(torch.bfloat16)
+    hf.save_pretrained(tmp_path)
+    model = mb.BertForPreTraining.from_pretrained(tmp_path)
+    for name, value in hf.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name], value.float().numpy(), err_msg=name)
+    _same_logits(model, hf.float(), rng)
+    model.load_state_dict(hf.state_dict())            # bfloat16 tensors directly
+
+
+def test_sharded_checkpoints_load(tmp_path, rng):
+    hf = _hf_model()
+    hf.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    assert len(list(tmp_path.glob("model-*.safetensors"))) > 1
+    _same_logits(mb.BertForPreTraining.from_pretrained(tmp_path), hf, rng)
+
+
+def test_weights_that_are_not_numbers_are_refused():
+    model = mb.BertForPreTraining(mb.BertConfig(**CONFIG))
+    state = {k: np.array(v) for k, v in model.state_dict().items()}
+    state["bert.pooler.dense.bias"] = ["a"] * CONFIG["hidden_size"]
+    with pytest.raises(ValueError, match="bert.pooler.dense.bias: expected numbers"):
+        model.load_state_dict(state)
+    state["bert.pooler.dense.bias"] = [0.5] * CONFIG["hidden_size"]    # a list of numbers is fine
+    model.load_state_dict(state)
+    assert (model.params.params["bert.pooler.dense.bias"] == 0.5).all()
