@@ -22,6 +22,15 @@ PRESETS = {
 HIDDEN_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 
 
+# config.json settings that change the arithmetic of a transformers BertModel
+# away from the encoder minibert implements: (key, BERT's value, what it does)
+_UNSUPPORTED = (
+    ("is_decoder", False, "a causal attention mask"),
+    ("add_cross_attention", False, "cross-attention to an encoder"),
+    ("position_embedding_type", "absolute", "relative position embeddings"),
+)
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -60,10 +69,10 @@ class BertConfig:
             p = getattr(self, name)
             if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p!r}")
-        if not self.initializer_range > 0:
-            raise ValueError(f"BertConfig.initializer_range must be > 0, got {self.initializer_range!r}")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"BertConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        for name in ("initializer_range", "layer_norm_eps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise ValueError(f"BertConfig.{name} must be a number > 0, got {v!r}")
         if not (isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
             raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), "
                              f"got {self.pad_token_id!r}")
@@ -88,7 +97,20 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
-        """Build from a dict such as HF's config.json; keys minibert does not use are ignored."""
+        """Build from a dict such as HF's config.json.
+
+        Keys that do not change the encoder's arithmetic (``architectures``,
+        ``torch_dtype``, ``use_cache``...) are ignored; settings that would
+        make it a different model than the one minibert implements (a
+        decoder's causal mask, cross-attention, relative positions) are
+        refused rather than silently dropped.
+        """
+        if not isinstance(d, dict):
+            raise TypeError(f"a BERT config must be a dict (a JSON object), got {type(d).__name__}")
+        for key, plain, meaning in _UNSUPPORTED:
+            if d.get(key, plain) not in (plain, None):
+                raise ValueError(f"config {key}={d[key]!r} ({meaning}) is not supported: minibert "
+                                 f"implements the BERT encoder ({key}={plain!r})")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -103,9 +125,11 @@ class BertConfig:
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         try:
-            d = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(d, dict):
+            raise ValueError(f"{path} must hold a JSON object of settings, got a {type(d).__name__}")
         if d.get("model_type", "bert") != "bert":
             raise ValueError(f"{path} describes a {d['model_type']!r} model, not a BERT")
         return cls.from_dict(d)

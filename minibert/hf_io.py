@@ -112,4 +112,4 @@ def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed
         # a bare encoder ignores the pre-training heads of a BertForPreTraining checkpoint
         state = {k: v for k, v in state.items() if not k.startswith("cls.")}
     model.load_state_dict(state)
-    return model
+    return model.eval()         # as transformers: a loaded model predicts, without dropout

@@ -48,6 +48,13 @@ def _host_array(value):
     return arr
 
 
+def _untorch(value):
+    """A PyTorch tensor (e.g. from a tokenizer's ``return_tensors="pt"``) as a NumPy array."""
+    if hasattr(value, "detach") and hasattr(value, "numpy"):
+        return value.detach().cpu().numpy()
+    return value
+
+
 @dataclass
 class BertOutput:
     last_hidden_state: object   # (B, T, H)
@@ -89,6 +96,7 @@ class BertModel:
     """
 
     prefix = ""  # HF's BertModel names have no prefix; BertForPreTraining's start with "bert."
+    training = False  # what forward(train=None) does: the encoder defaults to inference
 
     def __init__(self, config: BertConfig, seed: int = 0, dtype="float32", device: str = "cpu",
                  mixed_precision: bool = False):
@@ -115,6 +123,25 @@ class BertModel:
         self.mixed_precision = mixed_precision
         if mixed_precision:
             self.params.enable_half()
+
+    # ------------------------------------------------------------------ mode
+    def train(self, mode: bool = True):
+        """Make ``forward(train=None)`` run with dropout (``mode=True``) or without; returns the model."""
+        if not isinstance(mode, (bool, np.bool_)):
+            raise TypeError(f"mode must be True or False, got {mode!r}")
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        """Inference mode: ``forward(train=None)`` runs without dropout; returns the model."""
+        return self.train(False)
+
+    def _mode(self, train):
+        if train is None:
+            return self.training
+        if not isinstance(train, (bool, np.bool_)):
+            raise TypeError(f"train must be True, False or None (the model's mode), got {train!r}")
+        return bool(train)
 
     # ------------------------------------------------------------------ parameters
     def _param_specs(self):
@@ -192,6 +219,7 @@ class BertModel:
         xp = self.xp
         if value is None:
             return None
+        value = _untorch(value)
         if isinstance(value, (list, tuple)):
             try:
                 value = np.asarray(value)
@@ -372,12 +400,14 @@ class BertModel:
             target[...] = g
 
     # ----------------------------------------------------------------- public API
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False) -> BertOutput:
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=None) -> BertOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) ints (arrays or nested lists).
 
         Returns ``BertOutput(last_hidden_state (B, T, H), pooler_output (B, H))``.
-        ``train=True`` turns dropout on.
+        ``train=True`` turns dropout on; ``None`` follows the model's mode
+        (``model.training``, set by ``train()``/``eval()``).
         """
+        train = self._mode(train)
         ids, types, mask = self._prepare(input_ids, token_type_ids, attention_mask)
         h, pooled, caches = self._encode(ids, types, mask, train)
         self._cache = caches
@@ -512,7 +542,11 @@ class BertModel:
 
     @classmethod
     def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False):
-        """Load a directory written by ``save_pretrained`` (minibert's or transformers')."""
+        """Load a directory written by ``save_pretrained`` (minibert's or transformers').
+
+        The model comes back in inference mode (``model.training`` False: no
+        dropout unless a forward asks for it); ``model.train()`` to train it.
+        """
         from .hf_io import from_pretrained
         return from_pretrained(cls, directory, dtype=dtype, device=device, seed=seed,
                                mixed_precision=mixed_precision)
@@ -521,11 +555,14 @@ class BertModel:
 class BertForPreTraining(BertModel):
     """BERT with its masked-LM and next-sentence-prediction heads.
 
-    ``forward(input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels, train=True)``;
+    ``forward(input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels, train=None)``;
     ``backward()`` after a forward with labels fills ``self.params.grads``.
+    A new model is in training mode (dropout on); one from ``from_pretrained``
+    is in inference mode, as in transformers.  ``train()``/``eval()`` switch.
     """
 
     prefix = "bert."
+    training = True   # a pre-training model defaults to training (dropout on)
 
     def _param_specs(self):
         H, V = self.config.hidden_size, self.config.vocab_size
@@ -545,7 +582,7 @@ class BertForPreTraining(BertModel):
                 "cls.predictions.decoder.bias": "cls.predictions.bias"}
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
-                mlm_labels=None, nsp_labels=None, train=True) -> PreTrainingOutput:
+                mlm_labels=None, nsp_labels=None, train=None) -> PreTrainingOutput:
         """input_ids, token_type_ids, attention_mask, mlm_labels: (B, T) ints; nsp_labels: (B,).
 
         mlm_labels: the original token id at the positions to predict, -100 elsewhere.
@@ -558,6 +595,7 @@ class BertForPreTraining(BertModel):
         other positions do not enter the loss.
         """
         c, P, xp = self.config, self.params.params, self.xp
+        train = self._mode(train)
         ids, types, mask = self._prepare(input_ids, token_type_ids, attention_mask)
         B, T = ids.shape
         labels = self._check_labels(mlm_labels, nsp_labels, (B, T))
@@ -615,7 +653,7 @@ class BertForPreTraining(BertModel):
                                  f"found {int(m[bad][0])}")
             out["mlm"] = m
         if nsp_labels is not None:
-            n = nsp_labels
+            n = _untorch(nsp_labels)
             if isinstance(n, (list, tuple)):
                 n = np.asarray(n)
             if not hasattr(n, "dtype") or n.dtype.kind not in "iu":
@@ -636,8 +674,8 @@ class BertForPreTraining(BertModel):
         small gradients survive float16 in mixed precision; divide the
         gradients by it before the optimiser step (``optim.LossScaler``).
         """
-        if isinstance(loss_scale, bool) or not isinstance(loss_scale, (int, float)) \
-                or not (0 < loss_scale < float("inf")):
+        number = isinstance(loss_scale, (int, float, np.integer, np.floating))
+        if not number or isinstance(loss_scale, (bool, np.bool_)) or not (0 < loss_scale < float("inf")):
             raise ValueError(f"loss_scale must be a positive finite number, got {loss_scale!r}")
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() with mlm_labels and/or nsp_labels first "

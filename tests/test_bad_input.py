@@ -130,3 +130,60 @@ def test_cuda_without_cupy_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_cupy)
     with pytest.raises(RuntimeError, match=r'pip install "minibert\[gpu\]"'):
         mb.BertModel(mb.BertConfig.from_preset("tiny", vocab_size=10), device="cuda")
+
+
+def test_torch_tensors_are_taken_like_arrays(model):
+    torch = pytest.importorskip("torch")
+    ids = [[2, 5, 7, 9]]
+    a = model.forward(ids, mlm_labels=[[-100, 5, -100, -100]], nsp_labels=[1], train=False)
+    b = model.forward(torch.tensor(ids), attention_mask=torch.ones(1, 4, dtype=torch.long),
+                      mlm_labels=torch.tensor([[-100, 5, -100, -100]]), nsp_labels=torch.tensor([1]),
+                      train=False)
+    assert float(a.loss) == float(b.loss)
+    with pytest.raises(TypeError, match="input_ids must hold integers"):
+        model.forward(torch.tensor([[2.0, 5.0]]))
+
+
+def test_train_must_be_a_bool_and_the_mode_is_the_default(model):
+    with pytest.raises(TypeError, match="train must be True, False or None"):
+        model.forward([[2, 5]], train="no")
+    with pytest.raises(TypeError, match="mode must be True or False"):
+        model.train(1)
+    assert model.training          # a new pre-training model trains
+    ids = [[2, 5, 7, 9, 11, 13]]
+    try:
+        assert model.eval() is model and not model.training
+        a, b = model.forward(ids).mlm_logits, model.forward(ids).mlm_logits
+        np.testing.assert_array_equal(a, b)                   # no dropout in inference mode
+        model.train()
+        assert not np.array_equal(model.forward(ids).mlm_logits, a)
+    finally:
+        model.train()
+
+
+def test_config_settings_minibert_does_not_implement_are_refused(tmp_path):
+    base = mb.BertConfig.from_preset("tiny", vocab_size=100).to_dict()
+    for key, value in [("is_decoder", True), ("add_cross_attention", True),
+                       ("position_embedding_type", "relative_key")]:
+        with pytest.raises(ValueError, match=f"{key}=.*not supported"):
+            mb.BertConfig.from_dict({**base, key: value})
+    # the encoder's own values, and keys that change nothing, are fine
+    mb.BertConfig.from_dict({**base, "is_decoder": False, "position_embedding_type": "absolute",
+                             "use_cache": True, "architectures": ["BertForPreTraining"]})
+    with pytest.raises(ValueError, match="layer_norm_eps must be a number"):
+        mb.BertConfig.from_dict({**base, "layer_norm_eps": "1e-12"})
+    for text, match in [("[1, 2]", "JSON object"), ('{"a": 1', "not valid JSON")]:
+        (tmp_path / "config.json").write_text(text)
+        with pytest.raises(ValueError, match=match):
+            mb.BertConfig.from_json_file(tmp_path / "config.json")
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        mb.BertConfig.from_json_file(tmp_path / "config.json")
+
+
+def test_loss_scale_takes_numpy_numbers(model):
+    model.forward([[2, 5, 7]], nsp_labels=[0], train=False)
+    model.backward(loss_scale=np.float32(2.0))
+    model.forward([[2, 5, 7]], nsp_labels=[0], train=False)
+    with pytest.raises(ValueError, match="loss_scale"):
+        model.backward(loss_scale=np.float32(np.nan))

@@ -204,3 +204,14 @@ def test_weights_that_are_not_numbers_are_refused():
     state["bert.pooler.dense.bias"] = [0.5] * CONFIG["hidden_size"]    # a list of numbers is fine
     model.load_state_dict(state)
     assert (model.params.params["bert.pooler.dense.bias"] == 0.5).all()
+
+
+def test_a_loaded_model_predicts_without_dropout(tmp_path, rng):
+    model = mb.BertForPreTraining(mb.BertConfig(**CONFIG), seed=1)
+    assert model.training
+    model.save_pretrained(tmp_path)
+    loaded = mb.BertForPreTraining.from_pretrained(tmp_path)
+    assert not loaded.training                       # as transformers' from_pretrained: eval mode
+    x = _inputs(rng)
+    np.testing.assert_array_equal(loaded(**x).mlm_logits, loaded(**x).mlm_logits)
+    assert loaded.train().training
