@@ -80,7 +80,15 @@ def check_max_seq_length(max_seq_length: int) -> None:
             "(BERT uses 128, then 512).")
 
 
+def _check_count(name: str, value, low: int = 0) -> None:
+    """A whole number >= low (seeds, epochs, sizes): say so here rather than deep in NumPy."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
+
+
 def _check_probability(name: str, value: float, low_open: bool = False) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}={value!r} must be a probability (a number).")
     if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
         raise ValueError(f"{name}={value!r} must be a probability in {'(0, 1]' if low_open else '[0, 1]'}.")
 
@@ -178,6 +186,18 @@ def create_instances_from_document(documents: Sequence[Sequence[list[str]]], doc
     return instances
 
 
+def _sentences(doc, i):
+    """Document ``i`` as it is, once its sentences are checked to be token lists, not strings."""
+    if isinstance(doc, str):
+        raise TypeError(f"documents[{i}] is a string; each document must be a list of sentences, "
+                        f"each a list of tokens (tokenizer.tokenize(sentence))")
+    for j, sent in enumerate(doc):
+        if isinstance(sent, str) or (len(sent) and not isinstance(sent[0], str)):
+            raise TypeError(f"documents[{i}][{j}] must be the token list of a sentence "
+                            f"(tokenizer.tokenize(sentence)), got {type(sent).__name__} {str(sent)[:40]!r}")
+    return doc
+
+
 def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_length: int = 128,
                               short_seq_prob: float = 0.1, dupe_factor: int = 1,
                               seed: int | np.random.Generator = 0) -> list[TrainingInstance]:
@@ -201,8 +221,10 @@ def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_
     _check_probability("short_seq_prob", short_seq_prob)
     if not isinstance(dupe_factor, (int, np.integer)) or dupe_factor < 1:
         raise ValueError(f"dupe_factor={dupe_factor!r} must be a positive integer.")
+    if not isinstance(seed, np.random.Generator):
+        _check_count("seed", seed)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    docs = [d for d in ([s for s in doc if len(s) > 0] for doc in documents) if d]
+    docs = [d for d in ([s for s in _sentences(doc, i) if len(s) > 0] for i, doc in enumerate(documents)) if d]
     if len(docs) < 2:
         raise ValueError(
             f"the corpus has {len(docs)} non-empty document(s); next-sentence prediction needs at "
@@ -319,8 +341,8 @@ class PretrainingDataset:
         _check_probability("masked_lm_prob", masked_lm_prob, low_open=True)
         if max_predictions_per_seq is None:
             max_predictions_per_seq = math.ceil(max_seq_length * masked_lm_prob)
-        if max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq={max_predictions_per_seq} must be at least 1.")
+        _check_count("max_predictions_per_seq", max_predictions_per_seq, 1)
+        _check_count("seed", seed)
         if not instances:
             raise ValueError("no training instances: the corpus is too small or empty.")
         too_long = [i for i, inst in enumerate(instances) if len(inst) > max_seq_length]
@@ -362,8 +384,8 @@ class PretrainingDataset:
             shuffle: visit the instances in a random order.
             pad_to: ``"longest"`` (the longest sequence of the batch) or a fixed length.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size} must be at least 1.")
+        _check_count("batch_size", batch_size, 1)
+        _check_count("epoch", epoch)
         rng = self.epoch_rng(epoch)
         order = rng.permutation(len(self)) if shuffle else np.arange(len(self))
         stop = len(order) - len(order) % batch_size if drop_last else len(order)
@@ -393,7 +415,6 @@ class PretrainingDataset:
             raise ValueError(f"pad_to={pad_to!r}: use 'longest' or an int length.")
         B = len(instances)
         to_id = self.tokenizer.token_to_id
-        unk = self.tokenizer.unk_id
         input_ids = np.full((B, T), self.tokenizer.pad_id, dtype=np.int64)
         token_type_ids = np.zeros((B, T), dtype=np.int64)
         attention_mask = np.zeros((B, T), dtype=np.int64)
@@ -403,10 +424,15 @@ class PretrainingDataset:
             masked = mask_tokens(inst.tokens, self.replacement_words, rng, self.masked_lm_prob,
                                  self.max_predictions_per_seq, self.whole_word_mask)
             n = len(masked.tokens)
-            input_ids[b, :n] = [to_id.get(t, unk) for t in masked.tokens]
+            try:
+                input_ids[b, :n] = [to_id[t] for t in masked.tokens]
+                mlm_labels[b, masked.positions] = [to_id[t] for t in masked.labels]
+            except KeyError as exc:
+                # instances made with another vocabulary: mapping to [UNK] would train on it silently
+                raise ValueError(f"token {exc.args[0]!r} of an instance is not in the tokenizer's "
+                                 f"vocabulary; make the instances with this tokenizer") from None
             token_type_ids[b, :n] = inst.segment_ids
             attention_mask[b, :n] = 1
-            mlm_labels[b, masked.positions] = [to_id.get(t, unk) for t in masked.labels]
             nsp_labels[b] = inst.nsp_label
         return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
                 "mlm_labels": mlm_labels, "nsp_labels": nsp_labels}

@@ -3,12 +3,14 @@
 Tokenizing WikiText-2's valid + test splits takes about a second; loading the
 cached ids takes a few milliseconds. The cache file's name is made of the
 corpus fingerprint (its text and structure) and the tokenizer fingerprint (its
-vocabulary and casing), so a changed corpus or vocabulary is never served stale
-ids. Cache folder: ``$MINIBERT_CACHE``, default ``~/.cache/minibert``.
+vocabulary and casing), plus the Unicode version of Python's ``unicodedata``
+(which decides what is punctuation, a Chinese character or an accent to strip),
+so a changed corpus, vocabulary or Python is never served stale ids. Cache folder: ``$MINIBERT_CACHE``, default ``~/.cache/minibert``.
 """
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +85,8 @@ def cache_path(corpus: Corpus, tokenizer, cache_dir: str | os.PathLike | None = 
     if cache_dir is None:
         from .builtin_corpus import default_cache_dir
         cache_dir = default_cache_dir()
-    name = f"v{FORMAT_VERSION}-{corpus.fingerprint()[:20]}-{tokenizer.fingerprint()[:20]}.npz"
+    name = (f"v{FORMAT_VERSION}-{corpus.fingerprint()[:20]}-{tokenizer.fingerprint()[:20]}"
+            f"-u{unicodedata.unidata_version}.npz")
     return Path(cache_dir) / "tokenized" / name
 
 

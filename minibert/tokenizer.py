@@ -24,6 +24,8 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
+
 from .basic_tokenizer import BasicTokenizer
 from .textio import read_text
 from .wordpiece_trainer import train_wordpiece
@@ -59,6 +61,13 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
     return vocab
 
 
+def _check_text(name: str, text) -> str:
+    if isinstance(text, str):
+        return text
+    hint = " (decode the bytes first, e.g. .decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+    raise TypeError(f"{name} must be a str, got {type(text).__name__}{hint}")
+
+
 class WordPieceTokenizer:
     """BERT's tokenizer for a given vocabulary.
 
@@ -70,6 +79,8 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, vocab: list[str], do_lower_case: bool = True, source: str = "vocabulary"):
+        if isinstance(vocab, (str, bytes)) or not all(isinstance(t, str) for t in vocab):
+            raise TypeError(f"{source}: the vocabulary must be a list of token strings")
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
             raise ValueError(
@@ -121,7 +132,7 @@ class WordPieceTokenizer:
     def tokenize(self, text: str) -> list[str]:
         """Text -> WordPiece tokens, e.g. ``"UNwant\\u00e9d,running"`` -> ``un ##want ##ed , runn ##ing``."""
         tokens: list[str] = []
-        for part, special in self._split_special(text):
+        for part, special in self._split_special(_check_text("text", text)):
             if special:
                 tokens.append(part)
                 continue
@@ -133,7 +144,7 @@ class WordPieceTokenizer:
     def tokenize_to_ids(self, text: str) -> list[int]:
         """``convert_tokens_to_ids(tokenize(text))``, only faster (no special tokens added)."""
         ids: list[int] = []
-        for part, special in self._split_special(text):
+        for part, special in self._split_special(_check_text("text", text)):
             if special:
                 ids.append(self.token_to_id[part])
                 continue
@@ -192,8 +203,12 @@ class WordPieceTokenizer:
     def convert_ids_to_tokens(self, ids) -> list[str]:
         """Ids (any iterable of ints, e.g. a NumPy row) -> tokens."""
         n = len(self.vocab)
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise TypeError(f"ids must be a sequence of token ids (ints), got {type(ids).__name__}")
         out = []
         for i in ids:
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+                raise TypeError(f"token ids must be ints, got {i!r} ({type(i).__name__})")
             i = int(i)
             if not 0 <= i < n:
                 raise ValueError(f"token id {i} is outside the vocabulary (0..{n - 1}).")
@@ -214,10 +229,12 @@ class WordPieceTokenizer:
             ``[SEP]``; 1 for B and its ``[SEP]``) and ``attention_mask`` (all 1): lists of int
             of equal length.
         """
-        ids_a = self.tokenize_to_ids(text_a)
-        ids_b = self.tokenize_to_ids(text_b) if text_b is not None else None
+        ids_a = self.tokenize_to_ids(_check_text("text_a", text_a))
+        ids_b = self.tokenize_to_ids(_check_text("text_b", text_b)) if text_b is not None else None
         n_special = 2 if ids_b is None else 3
         if max_length is not None:
+            if isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)):
+                raise TypeError(f"max_length must be an int (or None), got {max_length!r}")
             if max_length < n_special:
                 raise ValueError(f"max_length={max_length} cannot hold the {n_special} special tokens "
                                  f"of {'[CLS] A [SEP]' if ids_b is None else '[CLS] A [SEP] B [SEP]'}; "

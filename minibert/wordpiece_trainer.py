@@ -22,6 +22,7 @@ counts of just those words; a heap finds the most frequent pair quickly.
 from __future__ import annotations
 
 import heapq
+import numbers
 import os
 from collections import Counter
 from collections.abc import Iterable
@@ -50,8 +51,15 @@ def _texts(texts_or_files: Iterable[str | os.PathLike]) -> Iterable[str]:
     for item in texts_or_files:
         if isinstance(item, os.PathLike):
             yield read_text(Path(item), what="training file")
-        else:
+        elif isinstance(item, str):
+            if item and len(item) < 4096 and not any(c.isspace() for c in item) and os.path.isfile(item):
+                # one "word" that names a file: almost surely meant as the file
+                raise ValueError(f"train_wordpiece got the string {item!r}, the name of a file; strings "
+                                 f"are text to learn from: pass pathlib.Path({item!r}) to read the file")
             yield item
+        else:
+            raise TypeError(f"train_wordpiece takes str texts or pathlib.Path files, "
+                            f"got {type(item).__name__}")
 
 
 def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
@@ -76,6 +84,10 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
     """
     from .tokenizer import WordPieceTokenizer
 
+    for name, value in (("vocab_size", vocab_size), ("min_frequency", min_frequency),
+                        ("limit_alphabet", limit_alphabet), ("num_unused", num_unused)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {value!r}")
     specials = bert_special_layout(num_unused)
     if vocab_size <= len(specials):
         raise ValueError(f"vocab_size={vocab_size} leaves no room next to the {len(specials)} special "

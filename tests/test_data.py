@@ -513,3 +513,46 @@ def test_batch_feeds_the_model(builtin, small_tok):
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
     out = BertForPreTraining(config, seed=0).forward(**next(data.batches(4)))
     assert np.isfinite(float(out.loss))
+
+
+def test_documents_of_strings_are_refused():
+    # sentences as strings would be cut into characters
+    with pytest.raises(TypeError, match=r"documents\[0\]\[0\] must be the token list"):
+        create_training_instances([["Hello world.", "Yes."], ["Another one.", "No."]], 32)
+    with pytest.raises(TypeError, match=r"documents\[0\] is a string"):
+        create_training_instances(["one document", "another"], 32)
+
+
+def test_instances_from_another_vocabulary_are_refused(small_tok):
+    instances = create_training_instances(synthetic_documents(3), max_seq_length=64)
+    data = PretrainingDataset(instances, small_tok, max_seq_length=64)
+    with pytest.raises(ValueError, match="not in the tokenizer's vocabulary"):
+        next(data.batches(4))
+
+
+@pytest.mark.parametrize("kw", [dict(seed=-1), dict(seed=1.5), dict(max_predictions_per_seq=2.5)])
+def test_seeds_and_counts_are_checked_here(small_tok, kw):
+    instances = create_training_instances(synthetic_documents(3), max_seq_length=64)
+    name = next(iter(kw))
+    with pytest.raises(ValueError, match=f"{name}=.*must be an integer"):
+        PretrainingDataset(instances, small_tok, max_seq_length=64, **kw)
+    if name == "seed":
+        with pytest.raises(ValueError, match="seed=.*must be an integer"):
+            create_training_instances(synthetic_documents(3), 64, seed=kw["seed"])
+
+
+def test_batches_checks_its_arguments(small_tok):
+    docs = [[small_tok.tokenize(s) for s in ("the cat sat .", "it was warm .")]] * 3
+    data = PretrainingDataset(create_training_instances(docs, 32), small_tok, max_seq_length=32)
+    for kw in (dict(batch_size=1.5), dict(batch_size=2, epoch=-1)):
+        with pytest.raises(ValueError, match="must be an integer"):
+            next(data.batches(**kw))
+    assert next(data.batches(2))["input_ids"].shape[0] == 2
+
+
+def test_the_token_cache_is_keyed_by_the_unicode_version(small_tok, builtin, tmp_path):
+    # Python's Unicode tables decide what is punctuation or a CJK character: another Python,
+    # another tokenization, another cache file
+    import unicodedata
+    name = cache_path(builtin, small_tok, tmp_path).name
+    assert name.endswith(f"-u{unicodedata.unidata_version}.npz")

@@ -1,6 +1,7 @@
 """The WordPiece tokenizer: BERT's own test vectors, parity with transformers, training, errors."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from data_helpers import bert_vocab_path, wikitext_dir
@@ -273,3 +274,32 @@ def test_ids_out_of_range(google_tok):
     with pytest.raises(ValueError, match="token id 99"):
         google_tok.convert_ids_to_tokens([1, 99])
     assert google_tok.convert_tokens_to_ids(["want", "nope"]) == [3, 0]
+
+
+def test_wrong_types_are_refused_not_coerced(google_tok, tmp_path):
+    with pytest.raises(TypeError, match="token ids must be ints, got 5.9"):
+        google_tok.convert_ids_to_tokens([1, 5.9])
+    with pytest.raises(TypeError, match="ids must be a sequence of token ids"):
+        google_tok.decode("12")                   # not the ids 1 and 2
+    assert google_tok.decode(np.array([1, 3, 2])) == google_tok.decode([1, 3, 2])   # NumPy ints are ints
+    with pytest.raises(TypeError, match=r"text must be a str, got NoneType"):
+        google_tok.tokenize(None)
+    with pytest.raises(TypeError, match=r"got bytes \(decode the bytes first"):
+        google_tok.encode(b"want")
+    with pytest.raises(TypeError, match="text_b must be a str"):
+        google_tok.encode("want", 3)
+    with pytest.raises(TypeError, match="max_length must be an int"):
+        google_tok.encode("want", max_length=3.5)
+    with pytest.raises(TypeError, match="list of token strings"):
+        WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", None])
+
+
+def test_train_wordpiece_on_a_file_name_says_to_pass_a_path(tmp_path):
+    f = tmp_path / "corpus.txt"
+    f.write_text("\n".join(CORPUS), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pathlib.Path"):
+        train_wordpiece(str(f), vocab_size=200)
+    with pytest.raises(TypeError, match="vocab_size must be an int"):
+        train_wordpiece(CORPUS, vocab_size=200.5)
+    with pytest.raises(TypeError, match="takes str texts or pathlib.Path files, got bytes"):
+        train_wordpiece([b"some text"], vocab_size=200)
