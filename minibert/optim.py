@@ -18,8 +18,20 @@ Two flavours of Adam's update, chosen with ``bias_correction``:
 from __future__ import annotations
 
 import math
+import numbers
 
 from . import fast, gpu_fused
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _check_lr(lr):
+    """A learning rate must be a finite number >= 0 (NaN or inf would ruin every weight at once)."""
+    if not (_is_number(lr) and 0 <= lr < math.inf):
+        raise ValueError(f"lr must be a finite number >= 0, got {lr!r}")
+    return lr
 
 
 class AdamW:
@@ -35,14 +47,14 @@ class AdamW:
 
     def __init__(self, store, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
                  bias_correction=True):
-        if not lr >= 0:
-            raise ValueError(f"lr must be >= 0, got {lr}")
-        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError(f"betas must be in [0, 1), got {betas}")
-        if not eps > 0:
-            raise ValueError(f"eps must be > 0, got {eps}")
-        if not weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        _check_lr(lr)
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2
+                and all(_is_number(b) and 0 <= b < 1 for b in betas)):
+            raise ValueError(f"betas must be two numbers in [0, 1), e.g. (0.9, 0.999), got {betas!r}")
+        if not (_is_number(eps) and 0 < eps < math.inf):
+            raise ValueError(f"eps must be a number > 0, got {eps!r}")
+        if not (_is_number(weight_decay) and 0 <= weight_decay < math.inf):
+            raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
         self.store = store
         self.lr, self.betas, self.eps = lr, tuple(betas), eps
         self.weight_decay, self.bias_correction = weight_decay, bias_correction
@@ -55,7 +67,7 @@ class AdamW:
     def step(self, lr=None):
         """One update from ``store.grad``; ``lr`` overrides the constant rate (for schedules)."""
         xp = self.store.xp
-        lr = self.lr if lr is None else lr
+        lr = self.lr if lr is None else _check_lr(lr)
         b1, b2 = self.betas
         p, g, m, v, tmp = self.store.data, self.store.grad, self.m, self.v, self._tmp
         self.t += 1
@@ -99,9 +111,21 @@ class AdamW:
         return {"m": self.m, "v": self.v, "t": self.t}
 
     def load_state_dict(self, state) -> None:
+        """Restore ``m``, ``v`` (each as large as the model) and the step count ``t``."""
+        missing = [k for k in ("m", "v", "t") if k not in state]
+        if missing:
+            raise ValueError(f"AdamW state needs m, v and t; missing {missing}")
+        for k in ("m", "v"):
+            shape = tuple(state[k].shape) if hasattr(state[k], "shape") else None
+            if shape != tuple(self.m.shape):
+                raise ValueError(f"AdamW state {k!r} has shape {shape}; this model's "
+                                 f"parameters need {tuple(self.m.shape)}: is it another model's?")
+        t = state["t"]
+        if isinstance(t, bool) or not float(t).is_integer() or t < 0:
+            raise ValueError(f"AdamW state 't' must be a step count >= 0, got {t!r}")
         self.m[...] = self.store.xp.asarray(state["m"])
         self.v[...] = self.store.xp.asarray(state["v"])
-        self.t = int(state["t"])
+        self.t = int(t)
 
 
 class LossScaler:

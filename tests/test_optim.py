@@ -134,3 +134,32 @@ def test_ten_training_steps_follow_transformers(rng):
         opt_t.step()
         sched.step()
         assert abs(float(out.loss) - ref.loss.item()) / ref.loss.item() < 1e-9, f"step {step}"
+
+
+def test_adamw_refuses_values_that_would_ruin_the_weights(rng):
+    store = small_store(rng)
+    for kw, match in [(dict(lr=float("inf")), "lr must be a finite number"),
+                      (dict(lr=-1.0), "lr must be"), (dict(betas=0.9), "betas must be two numbers"),
+                      (dict(betas=(0.9,)), "betas"), (dict(eps=0.0), "eps"),
+                      (dict(weight_decay=float("nan")), "weight_decay")]:
+        with pytest.raises(ValueError, match=match):
+            AdamW(store, **kw)
+    opt = AdamW(store, lr=1e-3)
+    before = store.data.copy()
+    with pytest.raises(ValueError, match="lr must be a finite number"):
+        opt.step(lr=float("nan"))
+    np.testing.assert_array_equal(store.data, before)
+    assert opt.t == 0
+
+
+def test_adamw_state_of_another_model_is_refused(rng):
+    store = small_store(rng)
+    opt = AdamW(store)
+    n = store.data.size
+    for state, match in [({"m": np.zeros(1), "v": np.zeros(1), "t": 1}, r"shape \(1,\)"),
+                         ({"m": np.zeros(n), "v": np.zeros(n)}, "missing \\['t'\\]"),
+                         ({"m": np.zeros(n), "v": np.zeros(n), "t": -2}, "step count")]:
+        with pytest.raises(ValueError, match=match):
+            opt.load_state_dict(state)
+    opt.load_state_dict({"m": np.ones(n), "v": np.ones(n), "t": 3})
+    assert opt.t == 3 and (opt.m == 1).all()
