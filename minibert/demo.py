@@ -12,7 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .train import TrainArgs, fill_mask, pretrain
+from .train import TrainArgs, check_args, fill_mask, pretrain
 
 # Short sequences in large batches: within a few CPU minutes the model sees many
 # sequences, and NSP (one label per sequence) gets 128 labels a step.  BERT's
@@ -30,18 +30,22 @@ SENTENCES = [
 ]
 
 
+MARKER = ".minibert-demo"   # written into the demo's folder: the only folder it will ever delete
+
+
 def run_demo(out="runs/demo", steps=None) -> int:
     start = time.perf_counter()
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"--steps must be a positive integer, got {steps!r}")
     settings = dict(DEMO)
     if steps is not None:  # a shorter (or longer) demo keeps the warmup at a tenth of the run at most
         settings.update(steps=steps, warmup=min(DEMO["warmup"], steps // 10))
     args = TrainArgs(out=str(out), **settings)
+    check_args(args)              # every setting checked before anything is deleted
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        # the demo always starts from scratch, but only ever deletes a run of its own
-        if not (out / "metrics.jsonl").is_file():
-            raise ValueError(f"--out {out} exists and is not a minibert run directory; choose another")
-        shutil.rmtree(out)
+    clear_previous_demo(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("a minibert demo run: `minibert demo` replaces this folder\n")
     result = pretrain(args)
     ev = result.final_eval
     V = result.model.config.vocab_size
@@ -61,3 +65,18 @@ def run_demo(out="runs/demo", steps=None) -> int:
         print(f"  {text}\n      " + "  ".join(f"{t} ({p:.2f})" for t, p in preds))
     print(f"\nloss curves: {result.out / 'loss.png'}   model: {result.out / 'model'}")
     return 0
+
+
+def clear_previous_demo(out: Path) -> None:
+    """The demo always starts from scratch, but deletes only a folder that an earlier demo made."""
+    if not out.is_dir() or not any(p.name != ".write-test" for p in out.iterdir()):
+        return
+    here = Path.cwd().resolve()
+    target = out.resolve()
+    if target == here or target in here.parents or target == Path.home().resolve():
+        raise ValueError(f"--out {out} is the current folder, one above it or the home folder; "
+                         f"the demo needs a folder of its own")
+    if not (out / MARKER).is_file():
+        raise ValueError(f"--out {out} is not empty and no earlier demo wrote it (no {MARKER} file); "
+                         f"choose another folder, or delete it yourself if it is yours to delete")
+    shutil.rmtree(out)

@@ -39,6 +39,8 @@ from .optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 VOCAB_NAME = "vocab.txt"
 METRICS_NAME = "metrics.jsonl"
 PLOT_NAME = "loss.png"
+RUN_NAME = "run.json"          # written first by every run: marks the folder as a minibert run
+OUTPUT_NAMES = (VOCAB_NAME, METRICS_NAME, PLOT_NAME, "model")   # what a run writes (and replaces)
 
 
 class TrainingError(RuntimeError):
@@ -108,6 +110,13 @@ def check_args(a: TrainArgs) -> BertConfig:
     for name, value in positive.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    if isinstance(a.seed, bool) or not isinstance(a.seed, int) or a.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {a.seed!r}")
+    if a.eval_instances < 2:
+        raise ValueError(f"--eval-instances must be at least 2 (one IsNext and one NotNext pair), "
+                         f"got {a.eval_instances}")
+    if not str(a.out).strip():
+        raise ValueError("--out must name a folder for the run, got an empty string")
     if not a.lr > 0 or not math.isfinite(a.lr):
         raise ValueError(f"--lr must be a positive number, got {a.lr!r}")
     if not 0 <= a.warmup_steps <= a.steps:
@@ -126,6 +135,9 @@ def check_args(a: TrainArgs) -> BertConfig:
     if a.dropout is not None:
         config.hidden_dropout_prob = config.attention_probs_dropout_prob = a.dropout
     # [CLS] A [SEP] B [SEP] needs 3 special tokens and at least one token on each side
+    if config.type_vocab_size < 2:
+        raise ValueError(f"the model config has type_vocab_size={config.type_vocab_size}; pre-training "
+                         f"needs 2 (segment A and segment B of each NSP pair)")
     if not 5 <= a.seq_len <= config.max_position_embeddings:
         raise ValueError(f"--seq-len must be between 5 ([CLS] A [SEP] B [SEP]) and the config's "
                          f"max_position_embeddings={config.max_position_embeddings}, got {a.seq_len}")
@@ -252,7 +264,7 @@ class Prefetch:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def prepare_data(a: TrainArgs, out: Path):
+def prepare_data(a: TrainArgs, out: Path, log=print):
     """Corpus, tokenizer, training stream and fixed held-out batches."""
     from .corpus import load_corpus
     from .pretraining_data import build_pretraining_dataset
@@ -282,12 +294,28 @@ def prepare_data(a: TrainArgs, out: Path):
     by_label = [[j for j in order if held.instances[j].is_random_next == r] for r in (False, True)]
     half = min(a.eval_instances // 2, *map(len, by_label))
     if half == 0:
-        raise ValueError(f"the held-out documents of {corpus.name!r} give no IsNext/NotNext pair to "
-                         f"evaluate on; the corpus is too small (or raise --heldout-fraction)")
+        raise ValueError(f"the held-out documents of {corpus.name!r} give no IsNext pair to evaluate "
+                         f"on: {_why_no_is_next(train, a.seq_len)}")
+    if 2 * half < a.eval_instances // 4:      # far fewer than asked for
+        log(f"warning: the held-out documents give only {half} IsNext/NotNext pairs of each kind "
+            f"(--eval-instances {a.eval_instances} asked for {a.eval_instances // 2}): held-out numbers "
+            f"will be noisy; raise --heldout-fraction or --seq-len")
     chosen = rng.permutation(by_label[0][:half] + by_label[1][:half])
     eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + a.batch_size]], rng)
                     for i in range(0, len(chosen), a.batch_size)]
     return corpus, tokenizer, BatchStream(train, a.batch_size, a.seed), eval_batches
+
+
+def _why_no_is_next(train, seq_len: int) -> str:
+    """The likely reason why no instance is IsNext: said plainly rather than "too small"."""
+    share = 1.0 - train.not_next_share()
+    if share < 0.02:
+        return (f"only {share:.1%} of the training instances are IsNext either. IsNext needs two "
+                f"sentences of one document in one sequence of --seq-len {seq_len} tokens: either the sentences are "
+                f"longer than that (raise --seq-len), or each document is a single line (in the bert "
+                f"format every line is one sentence, and a blank line ends a document)")
+    return (f"{share:.1%} of the training instances are IsNext, but none of the held-out ones; "
+            f"raise --heldout-fraction")
 
 
 def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
@@ -359,8 +387,13 @@ def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str
                 batch_size=a.batch_size, seq_len=a.seq_len, lr=a.lr, warmup=a.warmup_steps, accum=a.accum,
                 weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm,
                 bias_correction=a.bias_correction, seed=a.seed, dtype=a.dtype, dupe_factor=a.dupe_factor,
-                # only when on, so that checkpoints written before the option existed still resume
-                **({"mixed_precision": True} if a.mixed_precision else {}))
+                # settings added later count only when they differ from their default, so that
+                # checkpoints written before they counted still resume
+                **{k: getattr(a, k) for k in _LATER_IDENTITY if getattr(a, k) != _DEFAULTS[k]})
+
+
+_LATER_IDENTITY = ("mixed_precision", "heldout_fraction", "eval_instances")
+_DEFAULTS = {k: TrainArgs.__dataclass_fields__[k].default for k in _LATER_IDENTITY}
 
 
 def save_run(out, step, model, opt, stream, identity, keep, scaler=None) -> Path:
@@ -433,11 +466,13 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
         raise CheckpointError(f"--resume: no checkpoint in {out}")
     if checkpoint is not None:
         load_checkpoint(checkpoint)  # a damaged file is reported now, before any work
-    if not a.resume and latest_checkpoint(out) is not None:
-        raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue it, "
-                         f"or choose another --out")
+    if not a.resume:
+        if latest_checkpoint(out) is not None:
+            raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue it, "
+                             f"or choose another --out")
+        start_fresh(out, a)
 
-    corpus, tokenizer, stream, eval_batches = prepare_data(a, out)
+    corpus, tokenizer, stream, eval_batches = prepare_data(a, out, log)
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
     model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
@@ -456,7 +491,7 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
         log(f"resumed from {checkpoint} at step {step}")
 
     metrics_path = out / METRICS_NAME
-    history = _read_history(metrics_path, upto=step)
+    history = _read_history(metrics_path, upto=step, log=log) if step else []   # a fresh run starts a fresh file
     _write_history(metrics_path, history)
     metrics = metrics_path.open("a")
 
@@ -561,12 +596,47 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
     return result
 
 
-def _read_history(path: Path, upto: int) -> list:
-    """The records of an earlier run up to step ``upto`` (those after it are replayed on resume)."""
+def _read_history(path: Path, upto: int, log=print) -> list:
+    """The records of an earlier run up to step ``upto`` (those after it are replayed on resume).
+
+    A last line cut short (a full disk, a power cut mid-write) is dropped
+    with a note: it is after the checkpoint, and the resumed run writes it
+    again.  Anything else that is not one of our records is an error.
+    """
     if not path.is_file():
         return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    records = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            if not isinstance(r, dict) or not isinstance(r.get("step"), int) or "kind" not in r:
+                raise ValueError("not a record of a minibert run")
+        except ValueError as exc:
+            if n == len(lines):
+                log(f"{path}: line {n} is incomplete (cut off mid-write); dropped")
+                break
+            raise ValueError(f"{path}, line {n}: {exc}; it cannot be resumed from") from None
+        records.append(r)
     return [r for r in records if r["step"] <= upto]
+
+
+def start_fresh(out: Path, a: TrainArgs) -> None:
+    """Make ``out`` the folder of a new run, never replacing files that no run of ours wrote.
+
+    A folder with ``run.json`` holds an earlier run that stopped before its
+    first checkpoint: a new run replaces its outputs.  Without it, a
+    ``vocab.txt``, ``metrics.jsonl``, ``loss.png`` or ``model/`` there are
+    someone else's files, and the run refuses to start.
+    """
+    taken = [n for n in OUTPUT_NAMES if (out / n).exists()]
+    if taken and not (out / RUN_NAME).is_file():
+        raise ValueError(f"--out {out} already holds {', '.join(taken)}, which no minibert run wrote "
+                         f"and a run would replace; choose another --out")
+    info = {"minibert_run": 1, "args": asdict(a)}
+    (out / RUN_NAME).write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 def _write_history(path: Path, records: list) -> None:

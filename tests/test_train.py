@@ -244,9 +244,92 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     precious = tmp_path / "thesis"
     precious.mkdir()
     (precious / "chapter1.tex").write_text("years of work")
-    with pytest.raises(ValueError, match="not a minibert run"):
+    with pytest.raises(ValueError, match="no earlier demo wrote it"):
         run_demo(precious, steps=1)
     assert (precious / "chapter1.tex").read_text() == "years of work"
+
+
+def test_demo_never_deletes_what_it_did_not_make(corpus_file, tmp_path, monkeypatch):
+    from minibert.demo import run_demo
+    # a pre-training run has a metrics.jsonl too: it is not the demo's to delete
+    run = tmp_path / "run"
+    pretrain(small_args(corpus_file, run, steps=2, save_every=2), log=lambda *a: None)
+    before = sorted(p.name for p in run.iterdir())
+    with pytest.raises(ValueError, match="no earlier demo wrote it"):
+        run_demo(run, steps=1)
+    assert sorted(p.name for p in run.iterdir()) == before
+    # nor the current folder, even one that holds a demo marker
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / ".minibert-demo").write_text("")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="current folder"):
+        run_demo(".", steps=1)
+    assert (tmp_path / "notes.txt").is_file()
+    # a bad setting is refused before anything is deleted
+    demo = tmp_path / "demo"
+    assert run_demo(demo, steps=1) == 0
+    with pytest.raises(ValueError, match="--steps must be a positive integer"):
+        run_demo(demo, steps=0)
+    assert (demo / "model").is_dir()
+
+
+def test_a_fresh_run_never_replaces_files_no_run_wrote(corpus_file, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "vocab.txt").write_text("my own vocabulary\n")
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(mine)], capsys)
+    assert code == 2 and "vocab.txt" in err and "no minibert run wrote" in err, err
+    assert (mine / "vocab.txt").read_text() == "my own vocabulary\n"
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", ""], capsys)
+    assert code == 2 and "--out must name a folder" in err
+
+
+def test_a_run_that_died_before_its_first_checkpoint_is_replaced_cleanly(corpus_file, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError):          # diverges at once: no checkpoint written
+        pretrain(small_args(corpus_file, out, lr=1e30, warmup=0, save_every=100), log=lambda *a: None)
+    assert (out / "metrics.jsonl").is_file() and not list_checkpoints(out)
+    pretrain(small_args(corpus_file, out, steps=3, seed=5), log=lambda *a: None)
+    rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["step"]) for r in rows].count(("eval", 0)) == 1   # no record of the dead run
+
+
+def test_resume_refuses_other_held_out_settings(corpus_file, tmp_path, capsys):
+    pretrain(small_args(corpus_file, tmp_path / "r", steps=4, stop_at=2, save_every=2), log=lambda *a: None)
+    for extra, name in [(dict(heldout_fraction=0.3), "heldout_fraction"), (dict(eval_instances=16), "eval_instances")]:
+        with pytest.raises(Exception, match=f"different run.*{name}"):
+            pretrain(small_args(corpus_file, tmp_path / "r", steps=4, save_every=2, resume=True, **extra),
+                     log=lambda *a: None)
+    # a non-default value is kept by its own resume
+    pretrain(small_args(corpus_file, tmp_path / "h", steps=4, stop_at=2, save_every=2, heldout_fraction=0.2),
+             log=lambda *a: None)
+    pretrain(small_args(corpus_file, tmp_path / "h", steps=4, save_every=2, heldout_fraction=0.2, resume=True),
+             log=lambda *a: None)
+
+
+def test_resume_survives_a_last_metrics_line_cut_short(corpus_file, tmp_path):
+    out = tmp_path / "r"
+    pretrain(small_args(corpus_file, out, steps=4, stop_at=2, save_every=2), log=lambda *a: None)
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "train", "step": 3, "lo')
+    notes = []
+    pretrain(small_args(corpus_file, out, steps=4, save_every=2, resume=True), log=notes.append)
+    assert any("incomplete" in str(n) for n in notes)
+    assert [s for s, _ in train_losses(out)] == [1, 2, 3, 4]
+    (out / "metrics.jsonl").write_text('{"my": "notes"}\n' + (out / "metrics.jsonl").read_text())
+    with pytest.raises(ValueError, match=r"metrics.jsonl, line 1: not a record"):
+        pretrain(small_args(corpus_file, out, steps=4, save_every=2, resume=True), log=lambda *a: None)
+
+
+@pytest.mark.parametrize("extra,expected", [
+    (["--seed", "-1"], "--seed must be an integer >= 0"),
+    (["--eval-instances", "1"], "--eval-instances must be at least 2"),
+    (["--seq-len", "8"], "raise --seq-len"),
+])
+def test_more_bad_settings_name_their_cause(corpus_file, tmp_path, capsys, extra, expected):
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"),
+                          "--vocab-size", "400", "--no-progress", "--no-plot"] + extra, capsys)
+    assert code == 2 and expected in err, err
 
 
 def test_prefetch_hands_out_the_stream_in_order_and_reports_the_consumed_position(corpus_file, tmp_path):
