@@ -21,7 +21,7 @@ from minibert.gradcheck import max_rel_error
 from minibert.optim import AdamW
 from minibert.params import ParamSpec, ParamStore
 
-from .harness import Abort, Report, as_array, call, compare, diagnose, grad_check
+from .harness import Abort, Report, as_array, call, call_watched, compare, diagnose, grad_check
 
 CHECKS = {}
 
@@ -57,58 +57,86 @@ def unpack(r: Report, func: str, result, n: int, names: str):
     return result
 
 
+def _copy(a):
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
 def fwd(r: Report, func: str, *args, **kwargs):
-    """Call a CS231n-style forward and return (out, cache)."""
-    return unpack(r, func, call(r, func, *args, **kwargs), 2, "out, cache")
+    """Call a CS231n-style forward on copies of the arrays in ``args``; return (out, cache).
+
+    A forward pass that changes one of its input arrays fails here, with a
+    message saying so, rather than later in a gradient check.
+    """
+    args = [_copy(a) for a in args]
+    roles = ["input" if isinstance(a, np.ndarray) else None for a in args]
+    return unpack(r, func, call_watched(r, func, *args, roles=roles, **kwargs), 2, "out, cache")
 
 
-def _copies(*arrays):
-    return [a.copy() for a in arrays]
+def bwd(r: Report, func: str, upstream, cache, **kwargs):
+    """Call a backward pass on a copy of the upstream gradient; it must change neither that nor the cache."""
+    return call_watched(r, func, _copy(upstream), cache, roles=["upstream", "cache"], **kwargs)
+
+
+def forward_output(r: Report, func: str, *args, **kwargs):
+    """The function the gradient check differentiates: ``func(*args)[0]``, on fresh copies of ``args``.
+
+    The gradient check changes the arrays in ``args`` in place (one entry at
+    a time) and calls this again; a forward pass that changes its inputs
+    would otherwise spoil the numerical gradient too, and the backward pass
+    would get the blame.
+    """
+    f = getattr(r.module, func)
+    return lambda: f(*[_copy(a) for a in args], **kwargs)[0]
 
 
 # =============================================================================== linear
 @checker("linear")
 def check_linear(r: Report) -> None:
     rng = np.random.default_rng(0)
-    mod = r.module
     W = rng.standard_normal((3, 5))
     b = rng.standard_normal(3)
     for shape in [(4, 5), (2, 3, 5)]:
         x = rng.standard_normal(shape)
         want, _ = L.linear_forward(x, W, b)
-        y, cache = fwd(r, "linear_forward", *_copies(x, W, b))
+        y, cache = fwd(r, "linear_forward", x, W, b)
         y = as_array(r, f"y for x of shape {shape}", y, want.shape,
                      "y has shape (..., out): x @ W.T, since W is stored as (out, in)")
         compare(r, f"forward, x {shape}, vs minibert", y, want,
                 known=[(x @ W.T, "the bias b is missing from y"),
                        (x @ W.T - b, "add the bias, do not subtract it")])
         dy = rng.standard_normal(want.shape)
-        dx, dW, db = unpack(r, "linear_backward", call(r, "linear_backward", dy.copy(), cache),
-                            3, "dx, dW, db")
+        dx, dW, db = unpack(r, "linear_backward", bwd(r, "linear_backward", dy, cache), 3, "dx, dW, db")
         dx = as_array(r, "dx", dx, x.shape, "dx has x's shape: dy @ W")
         dW = as_array(r, "dW", dW, W.shape,
                       "dW has W's shape (out, in): flatten to 2-D, then dy^T @ x (not x^T @ dy)")
         db = as_array(r, "db", db, b.shape,
                       "db has b's shape (out,): sum dy over every axis but the last")
         dy2 = dy.reshape(-1, 3)
-        grad_check(r, f"dx, x {shape}", lambda: mod.linear_forward(x, W, b)[0], x, dy, dx)
-        grad_check(r, f"dW, x {shape}", lambda: mod.linear_forward(x, W, b)[0], W, dy, dW,
-                   hint=("with x of shape (B, T, in), flatten x and dy to 2-D before dy^T @ x"
-                         if len(shape) > 2 else None))
-        grad_check(r, f"db, x {shape}", lambda: mod.linear_forward(x, W, b)[0], b, dy, db,
-                   known=[(dy2.mean(axis=0), "db is the SUM of dy over the rows, not the mean: "
-                                             "the bias is added to every row")])
+        x2 = x.reshape(-1, 5)
+        f = forward_output(r, "linear_forward", x, W, b)
+        grad_check(r, f"dx, x {shape}", f, x, dy, dx)
+        summed = "dW is the SUM over the rows of dy^T @ x, not the mean: do not divide by the number of rows"
+        known_dW = [(dy2.T @ x2 / len(x2), summed)]
+        known_db = [(dy2.mean(axis=0), "db is the SUM of dy over the rows, not the mean: "
+                                       "the bias is added to every row")]
+        if len(shape) > 2:
+            flatten = "with x of shape (B, T, in), flatten x and dy to 2-D before dy^T @ x"
+            known_dW += [(dy[0].T @ x[0], flatten), (dy[-1].T @ x[-1], flatten),
+                         (dy2.T @ x2 / shape[0], summed)]
+            known_db += [(dy[0].sum(axis=0), "db sums dy over every leading axis (B and T), "
+                                             "not only the first sequence: flatten dy to 2-D first")]
+        grad_check(r, f"dW, x {shape}", f, W, dy, dW, known=known_dW)
+        grad_check(r, f"db, x {shape}", f, b, dy, db, known=known_db)
 
 
 # ============================================================================ embedding
 @checker("embedding")
 def check_embedding(r: Report) -> None:
     rng = np.random.default_rng(1)
-    mod = r.module
     V, H = 11, 6
     ids = np.array([[1, 4, 4, 0, 0], [10, 1, 0, 3, 4]])   # repeated ids, and [PAD] = 0
     W = rng.standard_normal((V, H))
-    out, cache = fwd(r, "embedding_forward", ids.copy(), W.copy())
+    out, cache = fwd(r, "embedding_forward", ids, W)
     out = as_array(r, "out", out, (2, 5, H), "out[b, t] = W[ids[b, t]] has shape (B, T, H)")
     compare(r, "forward vs minibert", out, L.embedding_forward(ids, W)[0],
             hint="out[b, t] is the row W[ids[b, t]]: index the table with the ids (W[ids])")
@@ -118,7 +146,7 @@ def check_embedding(r: Report) -> None:
     overwrite[ids] = dout            # the fancy-index mistake: repeated ids keep one row
     ref_cache = L.embedding_forward(ids, W)[1]
     for padding_idx in (None, 0):
-        dW = call(r, "embedding_backward", dout.copy(), cache, padding_idx=padding_idx)
+        dW = bwd(r, "embedding_backward", dout, cache, padding_idx=padding_idx)
         dW = as_array(r, f"dW (padding_idx={padding_idx})", dW, W.shape, "dW has W's shape (V, H)")
         wrong_overwrite = overwrite.copy()
         wrong_keep_pad = L.embedding_backward(dout, ref_cache)   # [PAD] row not zeroed
@@ -132,7 +160,7 @@ def check_embedding(r: Report) -> None:
         else:
             known.append((L.embedding_backward(dout, ref_cache, padding_idx=0),
                           "with padding_idx=None every row gets its gradient, row 0 included"))
-        grad_check(r, f"dW (padding_idx={padding_idx})", lambda: mod.embedding_forward(ids, W)[0],
+        grad_check(r, f"dW (padding_idx={padding_idx})", forward_output(r, "embedding_forward", ids, W),
                    W, dout, dW, known=known, zero_rows=padding_idx)
 
 
@@ -140,7 +168,6 @@ def check_embedding(r: Report) -> None:
 @checker("layernorm")
 def check_layernorm(r: Report) -> None:
     rng = np.random.default_rng(2)
-    mod = r.module
     eps = 1e-5   # large enough that an eps in the wrong place shows
     H = 7
     x = rng.standard_normal((2, 3, H)) * 3 + 1
@@ -149,7 +176,7 @@ def check_layernorm(r: Report) -> None:
     want, _ = L.layernorm_forward(x, gamma, beta, eps)
     rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + eps)
     xhat = (x - x.mean(-1, keepdims=True)) * rstd
-    y, cache = fwd(r, "layernorm_forward", *_copies(x, gamma, beta), eps)
+    y, cache = fwd(r, "layernorm_forward", x, gamma, beta, eps)
     y = as_array(r, "y", y, x.shape, "y has x's shape: normalise over the last axis with keepdims=True")
     mu = x.mean(-1, keepdims=True)
     known = [
@@ -164,7 +191,7 @@ def check_layernorm(r: Report) -> None:
     compare(r, "forward vs minibert", y, want, known=known)
 
     dy = rng.standard_normal(x.shape)
-    dx, dg, db = unpack(r, "layernorm_backward", call(r, "layernorm_backward", dy.copy(), cache),
+    dx, dg, db = unpack(r, "layernorm_backward", bwd(r, "layernorm_backward", dy, cache),
                         3, "dx, dgamma, dbeta")
     dx = as_array(r, "dx", dx, x.shape)
     dg = as_array(r, "dgamma", dg, gamma.shape, "dgamma has shape (H,): sum over every axis but the last")
@@ -181,7 +208,7 @@ def check_layernorm(r: Report) -> None:
         (rstd * (dy - mean(dy) - xhat * mean(dy * xhat)),
          "multiply dy by gamma first: g = dy * gamma is the gradient with respect to xhat"),
     ]
-    f = lambda: mod.layernorm_forward(x, gamma, beta, eps)[0]
+    f = forward_output(r, "layernorm_forward", x, gamma, beta, eps)
     grad_check(r, "dx", f, x, dy, dx, known=known_dx)
     grad_check(r, "dgamma", f, gamma, dy, dg,
                known=[((dy * xhat).sum(axis=(0, 1)) / 6, "sum over the rows, do not average")])
@@ -193,10 +220,9 @@ def check_layernorm(r: Report) -> None:
 @checker("gelu")
 def check_gelu(r: Report) -> None:
     rng = np.random.default_rng(3)
-    mod = r.module
     x = np.concatenate([np.linspace(-5, 5, 21), rng.standard_normal(15) * 2]).reshape(4, 9)
     want, _ = L.gelu_forward(x, "none")
-    y, cache = fwd(r, "gelu_forward", x.copy())
+    y, cache = fwd(r, "gelu_forward", x)
     y = as_array(r, "y", y, x.shape)
     tanh_form, _ = L.gelu_forward(x, "tanh")
     compare(r, "forward vs minibert (exact GELU)", y, want, known=[
@@ -208,15 +234,25 @@ def check_gelu(r: Report) -> None:
         (x * 0.5 * (1 + _erf(x)), "erf's argument is x / sqrt(2), not x"),
     ])
     dy = rng.standard_normal(x.shape)
-    dx = as_array(r, "dx", call(r, "gelu_backward", dy.copy(), cache), x.shape)
+    dx = as_array(r, "dx", bwd(r, "gelu_backward", dy, cache), x.shape)
     cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
-    grad_check(r, "dx", lambda: mod.gelu_forward(x)[0], x, dy, dx, known=[
+    grad_check(r, "dx", forward_output(r, "gelu_forward", x), x, dy, dx, known=[
         (dy * cdf, "the product rule: d/dx [x Phi(x)] = Phi(x) + x phi(x); the x phi(x) term is missing"),
         (dy * (cdf + x * np.exp(-x * x / 2)),
          "phi(x) = exp(-x^2 / 2) / sqrt(2 pi): the 1 / sqrt(2 pi) is missing"),
         (cdf + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
          "multiply the local derivative by dy (the chain rule)"),
+        (dy * _gelu_tanh_derivative(x),
+         "that is the derivative of the tanh approximation; the exact GELU's derivative is "
+         "Phi(x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi)"),
     ])
+
+
+def _gelu_tanh_derivative(x):
+    """d/dx of 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3): the approximation's derivative."""
+    c = math.sqrt(2 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x ** 3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
 
 
 def _erf(x):
@@ -228,10 +264,9 @@ def _erf(x):
 @checker("softmax")
 def check_softmax(r: Report) -> None:
     rng = np.random.default_rng(4)
-    mod = r.module
     x = rng.standard_normal((3, 4, 6)) * 5
     want, _ = L.softmax_forward(x)
-    p, cache = fwd(r, "softmax_forward", x.copy())
+    p, cache = fwd(r, "softmax_forward", x)
     p = as_array(r, "p", p, x.shape)
     e = np.exp(x)
     compare(r, "forward vs minibert", p, want, known=[
@@ -239,7 +274,7 @@ def check_softmax(r: Report) -> None:
         (e / e.sum(), "normalise each row separately: sum over axis=-1 with keepdims=True"),
     ])
     big = np.array([[1000.0, 1000.0, -1000.0], [-1000.0, 0.0, 1000.0]])
-    pb, _ = fwd(r, "softmax_forward", big.copy())
+    pb, _ = fwd(r, "softmax_forward", big)
     pb = np.asarray(pb, dtype=np.float64)
     stable = pb.shape == big.shape and np.isfinite(pb).all()
     r.require(stable, "finite for scores like 1000 (no overflow)",
@@ -247,12 +282,14 @@ def check_softmax(r: Report) -> None:
     compare(r, "forward for scores like 1000", pb, L.softmax_forward(big)[0])
 
     dp = rng.standard_normal(x.shape)
-    dx = as_array(r, "dx", call(r, "softmax_backward", dp.copy(), cache), x.shape)
-    grad_check(r, "dx", lambda: mod.softmax_forward(x)[0], x, dp, dx, known=[
+    dx = as_array(r, "dx", bwd(r, "softmax_backward", dp, cache), x.shape)
+    grad_check(r, "dx", forward_output(r, "softmax_forward", x), x, dp, dx, known=[
         (want * (1 - want) * dp,
          "that is only the diagonal of the Jacobian: every p_i depends on every x_j, "
          "dx_j = p_j (dp_j - sum_i dp_i p_i)"),
         (dp - (dp * want).sum(-1, keepdims=True), "multiply by p: dx_j = p_j (dp_j - sum_i dp_i p_i)"),
+        (want * dp, "p * dp is missing the term that subtracts sum_i dp_i p_i: "
+                    "dx_j = p_j (dp_j - sum_i dp_i p_i), because p_j depends on every x"),
         (want * (dp - (dp * want).sum(0, keepdims=True)), "the sum runs over the last axis"),
     ])
 
@@ -261,7 +298,6 @@ def check_softmax(r: Report) -> None:
 @checker("attention")
 def check_attention(r: Report) -> None:
     rng = np.random.default_rng(5)
-    mod = r.module
     B, A, T, D = 2, 2, 5, 4
     q, k, v = (rng.standard_normal((B, A, T, D)) for _ in range(3))
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
@@ -282,35 +318,49 @@ def check_attention(r: Report) -> None:
         (soft(S / math.sqrt(D) + bias.swapaxes(-1, -2)) @ v,
          "the mask hides KEYS (the last axis of the scores): reshape it to (B, 1, 1, T)"),
     ]
-    out, cache = fwd(r, "attention_forward", *_copies(q, k, v, mask))
+    out, cache = fwd(r, "attention_forward", q, k, v, mask)
     out = as_array(r, "out", out, want.shape, "out has q's shape (B, A, T, D)")
     compare(r, "forward vs minibert", out, want, known=known)
 
     v2 = v.copy()
     v2[1, :, 3:, :] = 1e3        # whatever sits at padded positions must not leak in
-    out2, _ = fwd(r, "attention_forward", q.copy(), k.copy(), v2, mask.copy())
+    out2, _ = fwd(r, "attention_forward", q, k, v2, mask)
     r.expect(np.allclose(np.asarray(out2, dtype=np.float64), out, rtol=1e-9, atol=1e-9),
              "changing v at padded positions leaves out unchanged",
              "padded keys must get exactly zero attention weight")
 
     dout = rng.standard_normal(out.shape)
-    grads = unpack(r, "attention_backward", call(r, "attention_backward", dout.copy(), cache),
+    grads = unpack(r, "attention_backward", bwd(r, "attention_backward", dout, cache),
                    3, "dq, dk, dv")
     dq, dk, dv = (as_array(r, n, g, q.shape) for n, g in zip(("dq", "dk", "dv"), grads))
     rq, rk, rv = L.attention_backward(dout, L.attention_forward(q, k, v, bias)[1])
+    uq, uk, uv = L.attention_backward(dout, L.attention_forward(q, k, v, 0 * bias)[1])   # without the mask
+    P = soft(S / math.sqrt(D) + bias)
+    dP = dout @ v.swapaxes(-1, -2)
+    dS = P * (dP - (dP * P).sum(-1, keepdims=True)) / math.sqrt(D)
     no_scale = "the backward pass of S = q k^T / sqrt(D) also divides by sqrt(D)"
-    f = lambda: mod.attention_forward(q, k, v, mask)[0]
-    grad_check(r, "dq", f, q, dout, dq, known=[(rq * math.sqrt(D), no_scale)])
-    grad_check(r, "dk", f, k, dout, dk, known=[(rk * math.sqrt(D), no_scale),
-                                                (rq, "dk = dS^T q / sqrt(D): transpose dS (swapaxes(-1, -2))")])
-    grad_check(r, "dv", f, v, dout, dv)
+    no_mask = ("the backward pass must use the masked P of the forward pass (keep it in the cache): "
+               "without the mask, padded keys get weight and gradient")
+    transpose_dS = ("dk = dS^T q / sqrt(D): transpose dS (swapaxes(-1, -2)), "
+                    "since S = q k^T holds k transposed")
+    f = forward_output(r, "attention_forward", q, k, v, mask)
+    grad_check(r, "dq", f, q, dout, dq, known=[
+        (rq * math.sqrt(D), no_scale), (uq, no_mask),
+        (rq * mask[:, None, :, None], "the mask hides keys only: a padded query still has an output, "
+                                      "so its dq is not zero; do not mask dq"),
+    ])
+    grad_check(r, "dk", f, k, dout, dk, known=[(rk * math.sqrt(D), no_scale), (uk, no_mask),
+                                                (dS @ q, transpose_dS), (rq, transpose_dS)])
+    grad_check(r, "dv", f, v, dout, dv, known=[
+        (uv, no_mask),
+        (P @ dout, "dv = P^T dout: transpose P (swapaxes(-1, -2)); out = P v sums over the keys"),
+    ])
 
 
 # ======================================================================== cross_entropy
 @checker("cross_entropy")
 def check_cross_entropy(r: Report) -> None:
     rng = np.random.default_rng(6)
-    mod = r.module
     N, C = 9, 7
     logits = rng.standard_normal((N, C)) * 3
     labels = rng.integers(0, C, N)
@@ -320,7 +370,7 @@ def check_cross_entropy(r: Report) -> None:
     want = float(want)
     idx_hint = ("-100 is not a class index: replace ignored labels by 0 before indexing "
                 "(np.where(valid, labels, 0)), then zero their terms with the mask")
-    loss, cache = fwd(r, "softmax_cross_entropy_forward", logits.copy(), labels.copy(), hint=idx_hint)
+    loss, cache = fwd(r, "softmax_cross_entropy_forward", logits, labels, hint=idx_hint)
     loss = as_array(r, "loss", loss, (), "the loss is one number (a float or a 0-d array)")
     n_valid = int(valid.sum())
     compare(r, "loss vs minibert", loss, want, known=[
@@ -330,7 +380,7 @@ def check_cross_entropy(r: Report) -> None:
     ], hint="loss = -mean over labelled rows of log softmax(logits)[row, label]")
 
     big = logits * 300
-    lb, _ = fwd(r, "softmax_cross_entropy_forward", big.copy(), labels.copy(), hint=idx_hint)
+    lb, _ = fwd(r, "softmax_cross_entropy_forward", big, labels, hint=idx_hint)
     lb = np.asarray(lb, dtype=np.float64)
     r.require(lb.shape == () and np.isfinite(lb), "finite loss for logits of size ~1000",
               "compute log-softmax as z - log(sum(exp(z))) with z = logits - row max; "
@@ -338,27 +388,47 @@ def check_cross_entropy(r: Report) -> None:
     compare(r, "loss for logits of size ~1000", lb, float(L.softmax_cross_entropy_forward(big, labels)[0]))
 
     none = np.full(N, -100)
-    l0, c0 = fwd(r, "softmax_cross_entropy_forward", logits.copy(), none.copy(), hint=idx_hint)
+    l0, c0 = fwd(r, "softmax_cross_entropy_forward", logits, none, hint=idx_hint)
     l0 = np.asarray(l0, dtype=np.float64)
     r.require(l0.shape == () and l0 == 0.0, "loss is 0 when every label is ignored",
               "with no labelled row, divide by max(n_valid, 1) so the loss is 0, not NaN")
-    d0 = as_array(r, "dlogits with every label ignored", call(r, "softmax_cross_entropy_backward", 1.0, c0),
+    d0 = as_array(r, "dlogits with every label ignored", bwd(r, "softmax_cross_entropy_backward", 1.0, c0),
                   logits.shape, "with no labelled row the gradient is 0: divide by max(n_valid, 1)")
     r.expect(not d0.any(), "zero gradient when every label is ignored")
 
     dloss = 1.7
-    dl = as_array(r, "dlogits", call(r, "softmax_cross_entropy_backward", dloss, cache), logits.shape)
+    dl = as_array(r, "dlogits", bwd(r, "softmax_cross_entropy_backward", dloss, cache), logits.shape)
     r.expect(not dl[~valid].any(), "ignored rows get exactly zero gradient",
              "multiply each row of the gradient by its 0/1 'valid' mask")
     p = L.softmax_forward(logits)[0]
     onehot = np.zeros_like(p)
     onehot[np.arange(N), np.where(valid, labels, 0)] = 1
-    grad_check(r, "dlogits (dloss = 1.7)",
-               lambda: mod.softmax_cross_entropy_forward(logits, labels)[0], logits, dloss, dl, known=[
-                   (dloss * (p - onehot) / n_valid, "ignored rows must get zero gradient"),
-                   ((p - onehot) * valid[:, None] / n_valid, "multiply the gradient by dloss"),
-                   (dloss * (p - onehot) * valid[:, None] / N, "divide by the number of labelled rows, not N"),
-               ])
+    f = forward_output(r, "softmax_cross_entropy_forward", logits, labels)
+    grad_check(r, "dlogits (dloss = 1.7)", f, logits, dloss, dl, known=[
+        (dloss * (p - onehot) / n_valid, "ignored rows must get zero gradient"),
+        ((p - onehot) * valid[:, None] / n_valid, "multiply the gradient by dloss"),
+        (dloss * (p - onehot) * valid[:, None] / N, "divide by the number of labelled rows, not N"),
+        (dloss * (p - onehot) * valid[:, None],
+         "the 1/n_valid of the mean is missing: dlogits = dloss * (softmax - onehot) / n_valid "
+         "on the labelled rows"),
+        (dloss * (p - onehot) * valid[:, None] / n_valid ** 2,
+         "divide by n_valid once: the gradient of the mean carries 1/n_valid a single time"),
+    ])
+
+    # ---- another ignore_index: the argument, not the constant -100, says which rows do not count.
+    # The same rows are ignored, so the results must be the student's own from above (right or
+    # wrong): a difference can only come from how ignore_index is used.  C = 7 is not a class,
+    # which the docstring allows: "each a class in [0, C) or ignore_index".
+    for ignore in (-1, C):
+        use_it = (f"compare the labels with the ignore_index argument (here {ignore}), "
+                  "not with the constant -100; then replace the ignored labels by 0 before indexing")
+        other = np.where(valid, labels, ignore)
+        li, ci = fwd(r, "softmax_cross_entropy_forward", logits, other, ignore_index=ignore, hint=use_it)
+        li = as_array(r, f"loss with ignore_index={ignore}", li, ())
+        compare(r, f"loss, ignore_index={ignore} vs -100", li, loss, hint=use_it)
+        di = as_array(r, f"dlogits with ignore_index={ignore}",
+                      bwd(r, "softmax_cross_entropy_backward", dloss, ci), logits.shape)
+        compare(r, f"dlogits, ignore_index={ignore} vs -100", di, dl, hint=use_it)
 
 
 # ========================================================================== mlm_masking
@@ -413,6 +483,7 @@ def check_mlm_masking(r: Report) -> None:
     lengths = [(4, 5), (18, 19), (30, 31), (48, 49), (60, 61)]
     n_seq = 600
     bad = {k: 0 for k in ("label", "unchosen", "special", "count", "value")}
+    n_more = 0                    # sequences with more predictions than n
     counts_by_len: dict[int, set] = {}
     n_mask = n_random = n_keep = 0
     randoms = []
@@ -427,6 +498,7 @@ def check_mlm_masking(r: Report) -> None:
         bad["special"] += int((chosen & special).any())
         n_expected = _expected_predictions(len(ids), int((~special).sum()))
         bad["count"] += int(chosen.sum() != n_expected)
+        n_more += int(chosen.sum() > n_expected)
         counts_by_len.setdefault(len(ids), set()).add(int(chosen.sum()))
         new = masked[chosen]
         orig = ids[chosen]
@@ -449,6 +521,11 @@ def check_mlm_masking(r: Report) -> None:
     if bad["count"]:
         if every:
             hint = "labels must be -100 at every position that is not predicted"
+        elif any(len(c) > 1 for c in counts_by_len.values()) and not n_more:
+            # never more than n, sometimes fewer: the same position drawn twice
+            hint = ("some sequences get fewer than n predictions: choose n DIFFERENT positions, "
+                    "rng.choice(candidates, n, replace=False); with replace=True a position can be "
+                    "drawn twice")
         elif any(len(c) > 1 for c in counts_by_len.values()):
             hint = ("choose exactly n = min(max_predictions, max(1, round(len(ids) * mlm_probability))) "
                     "positions, not a coin flip per token")
@@ -496,9 +573,11 @@ def check_mlm_masking(r: Report) -> None:
     long_ids = _pair_sequence(rng, 100, 97)
     for cap in (20, 5):
         _, labels = run(long_ids, 11, max_predictions=cap)
-        r.expect(int((labels != -100).sum()) == cap,
-                 f"a 200-token sequence gets exactly max_predictions={cap} predictions",
-                 "n = min(max_predictions, ...): never more than max_predictions")
+        got = int((labels != -100).sum())
+        r.expect(got == cap, f"a 200-token sequence gets exactly max_predictions={cap} predictions",
+                 "n = min(max_predictions, ...): never more than max_predictions" if got > cap else
+                 f"{got} predictions: with 197 candidates there is room for all {cap}, so choose exactly "
+                 f"max_predictions={cap} different positions (replace=False)")
     _, labels = run([_CLS, 77, _SEP], 3)
     r.expect(int((labels != -100).sum()) == 1, "a 3-token sequence still gets 1 prediction",
              "n = max(1, round(...)): at least one prediction")

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import shutil
 import sys
+import traceback
 from pathlib import Path
 
 from . import EXERCISES
@@ -50,8 +51,14 @@ def load_module(name: str, source: str = "stubs"):
     path = Path(source)
     if path.is_dir():
         path = path / f"{name}.py"
+        if not path.is_file():
+            raise LoadError(f"no such file: {path}",
+                            hint=f"--path DIR reads DIR/{name}.py: name your file {name}.py, "
+                                 "or give --path the file itself")
     if not path.is_file():
-        raise LoadError(f"no such file: {path}")
+        raise LoadError(f"no such file: {path}",
+                        hint="the file does not exist: check the path (a relative path starts from "
+                             "the folder you run the command in)")
     spec = importlib.util.spec_from_file_location(f"_exercise_{name}_{abs(hash(str(path)))}", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -65,7 +72,15 @@ def _import_message(exc: Exception, path: Path) -> str:
     if isinstance(exc, SyntaxError):
         return (f"{path.name} does not compile: {exc.msg} (line {exc.lineno}): "
                 f"{(exc.text or '').strip()}")
-    return f"could not import {path.name}: {type(exc).__name__}: {exc}"
+    # an exception while the file runs (a NameError at module level, a failing import...):
+    # name the line of the file it came from, as for an exception in a checked function
+    where = ""
+    target = path.resolve()
+    mine = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == target]
+    if mine:
+        code = f": {mine[-1].line.strip()}" if mine[-1].line else ""
+        where = f" (at {path.name} line {mine[-1].lineno}{code})"
+    return f"could not import {path.name}: {type(exc).__name__}: {exc}{where}"
 
 
 def check(names, source="stubs", out=sys.stdout) -> bool:

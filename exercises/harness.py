@@ -3,10 +3,13 @@
 A checker never lets an exception from the student's code escape.  A
 ``NotImplementedError`` becomes a "not implemented yet" verdict; any other
 exception becomes a failure that names the exception, the line of the
-student's file it came from, and a hint.
+student's file it came from, and a hint.  ``call_watched`` also fails a
+function that changes its arguments in place, and ``as_array`` a result that
+is not float64.
 """
 from __future__ import annotations
 
+import inspect
 import traceback
 from pathlib import Path
 
@@ -127,6 +130,73 @@ def _where(exc: BaseException, module) -> str:
     return ""
 
 
+# What an argument is, and why changing it in place is a bug, by the argument's role.
+ROLES = {
+    "input": ("an input", "a forward pass must not change its inputs: the caller still uses them (a residual "
+              "connection adds x to the sublayer's output, and the gradient check calls the forward pass "
+              "again on x). Write new arrays (z = x - m, not x -= m)"),
+    "upstream": ("the upstream gradient", "a backward pass must not change its upstream gradient: one "
+                 "gradient can feed two branches (a residual connection hands the same dy to the sublayer "
+                 "and to the skip path), and the other branch would then get wrong values. Write new "
+                 "arrays (dx = dy * s, not dy *= s) and return them"),
+    "cache": ("an array of the cache", "a backward pass must not change its cache: the cache can be used "
+              "again (a second backward pass through the same forward pass), and would then give a wrong "
+              "gradient. Write intermediate results into new arrays, not into the cached ones"),
+}
+
+
+def call_watched(report: Report, func_name: str, *args, roles: list, **kwargs):
+    """``call``, then a FAIL for each array argument that the call changed in place.
+
+    roles: for each positional argument, its role in ``ROLES`` ("input",
+    "upstream", "cache"), or None for an argument not watched.  Arrays inside
+    tuples, lists and dicts (a cache) are watched too.  Pass copies of the
+    checker's own arrays: each watched array is compared after the call with
+    a copy taken before it.  A changed argument is reported but does not stop
+    the check, since the returned values may still be right.
+    """
+    names = _parameter_names(report.module, func_name, len(args))
+    watched = [(names[i] + sub, a, a.copy(), role)
+               for i, (arg, role) in enumerate(zip(args, roles)) if role
+               for sub, a in _arrays(arg)]
+    result = call(report, func_name, *args, **kwargs)
+    for what, a, before, role in watched:
+        if not _same(a, before):
+            desc, why = ROLES[role]
+            line = f"{func_name} changed {what} ({desc}) in place"
+            if f"  FAIL  {line}" not in report.lines:       # once, though the check calls it again
+                report.fail(line, why)
+    return result
+
+
+def _parameter_names(module, func_name: str, n: int) -> list[str]:
+    """The names of the first n parameters, as the student's function spells them."""
+    try:
+        params = list(inspect.signature(getattr(module, func_name)).parameters)
+    except (TypeError, ValueError, AttributeError):
+        params = []
+    return [params[i] if i < len(params) else f"argument {i + 1}" for i in range(n)]
+
+
+def _arrays(obj, path: str = "", depth: int = 0):
+    """(path, array) for each NumPy array in obj, looking inside tuples, lists and dicts."""
+    if isinstance(obj, np.ndarray):
+        yield path, obj
+    elif depth < 4 and isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj):
+            yield from _arrays(item, f"{path}[{i}]", depth + 1)
+    elif depth < 4 and isinstance(obj, dict):
+        for key, item in obj.items():
+            yield from _arrays(item, f"{path}[{key!r}]", depth + 1)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    try:
+        return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    except TypeError:                       # arrays of objects: compare what can be compared
+        return bool(np.array_equal(a, b))
+
+
 def _generic_hint(exc: Exception) -> str:
     msg = str(exc)
     if isinstance(exc, ValueError) and any(w in msg for w in ("broadcast", "shapes", "aligned", "mismatch")):
@@ -142,6 +212,18 @@ def _generic_hint(exc: Exception) -> str:
 # ---------------------------------------------------------------------- arrays
 def as_array(report: Report, what: str, value, shape, hint: str | None = None) -> np.ndarray:
     """The student's result as a float64 array of the expected shape, or a FAIL and Abort."""
+    # Look at the dtype before converting: a float32 result would be converted silently, and
+    # float32's rounding error (about 6e-8) lies below TOL, so a float32 gradient would pass.
+    try:
+        dtype = np.dtype(getattr(value, "dtype", np.float64))
+    except TypeError:                       # not a NumPy dtype: the conversion below decides
+        dtype = np.dtype(np.float64)
+    if np.issubdtype(dtype, np.inexact) and dtype != np.float64:
+        report.fail(f"{what}: the check runs in float64; your code returned {dtype}",
+                    f"keep every array in float64, as the inputs are: leave out .astype({dtype.name}) and "
+                    f"dtype={dtype.name}. A lower precision rounds by about as much as the check's "
+                    f"tolerance ({TOL:.0e}), so the check could not tell a right result from a wrong one")
+        raise Abort
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):

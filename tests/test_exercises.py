@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:          # the exercises live next to the package,
 
 from exercises import EXERCISES  # noqa: E402
 from exercises.checks import CHECKS, run_check  # noqa: E402
-from exercises.cli import load_module  # noqa: E402
+from exercises.cli import LoadError, load_module  # noqa: E402
 from exercises.mistakes import build  # noqa: E402
 
 MISTAKES = build()
@@ -160,3 +160,151 @@ def test_adamw_solution_matches_torch():
             opt.step()
             p, m, v = sol.adamw_step(p, g, m, v, t, lr=1e-2, eps=1e-6, weight_decay=0.1, decay=decay)
         np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+# ---------------------------------------------------------------- wrong answers the checks must catch
+def _solution_with(tmp_path, name, old, new):
+    """The solution of ``name`` with ``old`` replaced by ``new``, written to tmp_path and checked."""
+    src = (ROOT / "exercises" / "solutions" / f"{name}.py").read_text()
+    assert src.count(old) == 1, f"{old!r} is not (once) in the solution of {name}"
+    f = tmp_path / f"{name}.py"
+    f.write_text(src.replace(old, new))
+    report = run_check(name, load_module(name, str(f)))
+    return report, report.render()
+
+
+FLOAT32 = {   # results returned in float32: float32 rounding lies below the 1e-7 threshold
+    "linear dx": ("linear", "return dx, dW, db", "return dx.astype('float32'), dW, db", "dx"),
+    "layernorm dx": ("layernorm", "return dx, dgamma, dbeta", "return dx.astype('float32'), dgamma, dbeta",
+                     "dx"),
+    "gelu dx": ("gelu", "return dy * (cdf + x * pdf)", "return (dy * (cdf + x * pdf)).astype('float32')",
+                "dx"),
+    "softmax forward": ("softmax", "return p, p", "return p.astype('float32'), p", "p"),
+    "embedding dW": ("embedding", "return dW", "return dW.astype('float32')", "dW (padding_idx=None)"),
+    "cross-entropy loss": ("cross_entropy", "return loss, cache", "return np.float32(loss), cache", "loss"),
+}
+
+
+@pytest.mark.parametrize("case", list(FLOAT32))
+def test_a_float32_result_fails_and_says_so(tmp_path, case):
+    name, old, new, what = FLOAT32[case]
+    report, text = _solution_with(tmp_path, name, old, new)
+    assert report.status == "fail", text
+    assert f"{what}: the check runs in float64; your code returned float32" in text
+    assert not any("flatten" in h for h in report.hints), text
+
+
+def test_a_float32_linear_layer_is_not_blamed_on_the_backward_pass(tmp_path):
+    to_float32 = "    x, W, b = (a.astype('float32') for a in (x, W, b))\n"
+    report, text = _solution_with(tmp_path, "linear", "    y = x @ W.T + b", to_float32 + "    y = x @ W.T + b")
+    assert "returned float32" in text
+    assert "vs numerical gradient" not in text and not any("flatten" in h for h in report.hints), text
+
+
+IN_PLACE = {   # changing an argument in place: the returned values are right, the caller's arrays are not
+    "gelu dy *=": ("gelu", "    return dy * (cdf + x * pdf)", "    dy *= cdf + x * pdf\n    return dy",
+                   "gelu_backward changed dy (the upstream gradient) in place"),
+    "softmax dp -=": ("softmax", "    return p * (dp - (dp * p).sum(axis=-1, keepdims=True))",
+                      "    dp -= (dp * p).sum(axis=-1, keepdims=True)\n    dp *= p\n    return dp",
+                      "softmax_backward changed dp (the upstream gradient) in place"),
+    "layernorm g = dy": ("layernorm", "    g = dy * gamma", "    g = dy\n    g *= gamma",
+                         "layernorm_backward changed dy (the upstream gradient) in place"),
+    "linear dy wiped": ("linear", "    return dx, dW, db", "    dy[...] = 0.0\n    return dx, dW, db",
+                        "linear_backward changed dy (the upstream gradient) in place"),
+    "attention into probs": ("attention",
+                             "    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))",
+                             "    probs *= dprobs - (dprobs * probs).sum(axis=-1, keepdims=True)\n"
+                             "    dscores = probs",
+                             "attention_backward changed cache[3] (an array of the cache) in place"),
+    "layernorm x -= mu": ("layernorm", "    xc = x - mu", "    x -= mu\n    xc = x",
+                          "layernorm_forward changed x (an input) in place"),
+    "softmax x -= max": ("softmax", "    z = x - x.max(axis=-1, keepdims=True)",
+                         "    x -= x.max(axis=-1, keepdims=True)\n    z = x",
+                         "softmax_forward changed x (an input) in place"),
+    "cross-entropy logits -= max": ("cross_entropy", "    z = logits - logits.max(axis=1, keepdims=True)",
+                                    "    logits -= logits.max(axis=1, keepdims=True)\n    z = logits",
+                                    "softmax_cross_entropy_forward changed logits (an input) in place"),
+}
+
+
+@pytest.mark.parametrize("case", list(IN_PLACE))
+def test_changing_an_argument_in_place_fails_and_says_which(tmp_path, case):
+    name, old, new, message = IN_PLACE[case]
+    report, text = _solution_with(tmp_path, name, old, new)
+    assert report.status == "fail", text
+    assert message in text
+    assert any("residual connection" in h or "used again" in h for h in report.hints), text
+    # the values are right: no gradient check fails, so the backward pass is not blamed
+    assert not any(line.startswith("  FAIL") and "numerical gradient" in line for line in report.lines), text
+
+
+HINTS = {   # usual mistakes and a piece of the hint each must get
+    "softmax p * dp": ("softmax", "return p * (dp - (dp * p).sum(axis=-1, keepdims=True))", "return p * dp",
+                       "missing the term that subtracts"),
+    "gelu tanh derivative": ("gelu", "    return dy * (cdf + x * pdf)",
+                             "    c = math.sqrt(2 / math.pi)\n"
+                             "    t = np.tanh(c * (x + 0.044715 * x ** 3))\n"
+                             "    return dy * (0.5 * (1 + t)\n"
+                             "                 + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x))",
+                             "derivative of the tanh approximation"),
+    "cross-entropy without 1/n_valid": ("cross_entropy", "(dloss / n_valid)", "dloss",
+                                        "1/n_valid of the mean is missing"),
+    "cross-entropy 1/n_valid twice": ("cross_entropy", "(dloss / n_valid)", "(dloss / n_valid / n_valid)",
+                                      "divide by n_valid once"),
+    "attention dk not transposed": ("attention", "dk = dscores.swapaxes(-1, -2) @ q", "dk = dscores @ q",
+                                    "transpose dS"),
+    "attention dv not transposed": ("attention", "dv = probs.swapaxes(-1, -2) @ dout", "dv = probs @ dout",
+                                    "dv = P^T dout"),
+    "attention dq masked": ("attention", "    return dq, dk, dv",
+                            "    return dq * (probs.sum(-2)[..., None] > 0), dk, dv",   # zero at padded keys
+                            "do not mask dq"),
+    "linear dW divided by N": ("linear", "dW = dy2.T @ x2 ", "dW = dy2.T @ x2 / len(x2) ",
+                               "SUM over the rows of dy^T @ x"),
+    "linear dW of the first sequence": ("linear", "dW = dy2.T @ x2 ",
+                                        "dW = dy[0].T @ x[0] if dy.ndim == 3 else dy2.T @ x2 ",
+                                        "flatten x and dy to 2-D"),
+    "mlm replace=True": ("mlm_masking", "replace=False", "replace=True", "replace=False"),
+}
+
+
+@pytest.mark.parametrize("case", list(HINTS))
+def test_usual_mistake_gets_its_hint(tmp_path, case):
+    name, old, new, hint = HINTS[case]
+    report, text = _solution_with(tmp_path, name, old, new)
+    assert report.status == "fail", text
+    assert any(hint in h for h in report.hints), text
+
+
+def test_hints_that_do_not_fit_are_not_given(tmp_path):
+    # dW / N: not a flattening problem
+    report, text = _solution_with(tmp_path, "linear", "dW = dy2.T @ x2 ", "dW = dy2.T @ x2 / len(x2) ")
+    assert not any("flatten" in h for h in report.hints), text
+    # replace=True gives FEWER predictions than n, never more
+    report, text = _solution_with(tmp_path, "mlm_masking", "replace=False", "replace=True")
+    assert not any("never more than max_predictions" in h or "coin flip" in h for h in report.hints), text
+
+
+@pytest.mark.parametrize("valid", ["labels != -100", "labels >= 0"])
+def test_cross_entropy_must_use_its_ignore_index(tmp_path, valid):
+    report, text = _solution_with(tmp_path, "cross_entropy", "valid = labels != ignore_index",
+                                  f"valid = {valid}")
+    assert report.status == "fail", text
+    assert any("ignore_index argument" in h for h in report.hints), text
+
+
+def test_an_exception_at_import_is_reported_with_its_line(tmp_path):
+    f = tmp_path / "linear.py"
+    f.write_text("import numpy as np\n\nSCALE = undefined_name * 2\n")
+    with pytest.raises(LoadError) as err:
+        load_module("linear", str(f))
+    assert "NameError" in str(err.value) and "line 3" in str(err.value)
+    assert "undefined_name * 2" in str(err.value)
+
+
+def test_a_missing_file_gets_a_hint_that_fits(tmp_path):
+    with pytest.raises(LoadError) as err:
+        load_module("linear", str(tmp_path / "no_such.py"))
+    assert "does not exist" in err.value.hint and "import" not in err.value.hint
+    with pytest.raises(LoadError) as err:
+        load_module("linear", str(tmp_path))          # a directory without linear.py
+    assert "linear.py" in err.value.hint and "import" not in err.value.hint

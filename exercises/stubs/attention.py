@@ -9,6 +9,12 @@ For every head, each query attends to every key of its sequence:
 
 Shapes: B batch, A heads, T sequence length, D head size (H / A).
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (q, k,
+v, attention_mask, dout, the cache): compute new arrays and return them.  The
+caller still uses its arrays after the call: a residual connection sends the
+same x, and the same gradient, into two branches.
+
 Check your work with:   python -m exercises check attention
 """
 import math

@@ -7,6 +7,12 @@ loss is the mean over the labelled rows only:
     loss = -(1 / n_valid) * sum over rows n with labels[n] != ignore_index of log p[n, labels[n]]
     log p = log softmax(logits) = z - log(sum(exp(z))),  z = logits - max(logits)
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place
+(logits, labels, the cache): compute new arrays and return them.  The caller
+still uses its arrays after the call: a residual connection sends the same x,
+and the same gradient, into two branches.
+
 Check your work with:   python -m exercises check cross_entropy
 """
 import numpy as np
@@ -26,9 +32,11 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
 
     Hints:
         * divide by the number of labelled rows, not by N.
-        * -100 is not a class: ``logp[np.arange(N), labels]`` would read
-          column -100 (or fail).  Replace ignored labels by 0 before indexing,
-          then multiply by a 0/1 mask.
+        * use the ignore_index argument, not the constant -100: the checker
+          also tries other values (-1, or C, which is not a class either).
+        * ignore_index is not a class: ``logp[np.arange(N), labels]`` would
+          read column -100 (or fail).  Replace ignored labels by 0 before
+          indexing, then multiply by a 0/1 mask.
         * compute log-softmax stably (subtract the row max): never log(softmax).
     """
     # TODO

@@ -5,6 +5,12 @@ out[b, t] = W[ids[b, t]].  The lookup has no arithmetic, but its backward
 pass has one trap: a token that appears several times in the batch receives
 the gradient of every occurrence.
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (ids,
+W, dout, the cache): compute new arrays and return them.  The caller still
+uses its arrays after the call: a residual connection sends the same x, and
+the same gradient, into two branches.
+
 Check your work with:   python -m exercises check embedding
 """
 import numpy as np

@@ -8,6 +8,12 @@ where Phi is the cumulative distribution function of the standard normal.
 (google-research/bert computed a tanh approximation of it; Hugging Face's
 hidden_act="gelu" is the exact form, and that is the one asked for here.)
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (x,
+dy, the cache): compute new arrays and return them.  The caller still uses its
+arrays after the call: a residual connection sends the same x, and the same
+gradient, into two branches.
+
 Check your work with:   python -m exercises check gelu
 """
 import math

@@ -7,6 +7,12 @@ H entries, then scaled and shifted:
     xhat = (x - mu) / sqrt(var + eps)
     y = gamma * xhat + beta
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (x,
+gamma, beta, dy, the cache): compute new arrays and return them.  The caller
+still uses its arrays after the call: a residual connection sends the same x,
+and the same gradient, into two branches.
+
 Check your work with:   python -m exercises check layernorm
 """
 import numpy as np

@@ -9,6 +9,12 @@ and the heads.
 W is stored in PyTorch's layout, [out_features, in_features], so a row of W
 holds the weights of one output unit.
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (x, W,
+b, dy, the cache): compute new arrays and return them.  The caller still uses
+its arrays after the call: a residual connection sends the same x, and the
+same gradient, into two branches.
+
 Check your work with:   python -m exercises check linear
 """
 import numpy as np

@@ -5,6 +5,12 @@
 Attention turns scores into weights with it, and the MLM and NSP losses turn
 logits into probabilities with it.
 
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (x,
+dp, the cache): compute new arrays and return them.  The caller still uses its
+arrays after the call: a residual connection sends the same x, and the same
+gradient, into two branches.
+
 Check your work with:   python -m exercises check softmax
 """
 import numpy as np
