@@ -46,11 +46,11 @@ def _pretrain_parser(sub):
     d = TrainArgs()
     g = p.add_argument_group("data")
     g.add_argument("--corpus", default=d.corpus,
-                   help="'builtin' (Python's own documentation, offline), 'wikitext-2' (downloaded and "
-                        "checked, or read from --data-dir), or a text file (default: %(default)s)")
+                   help="'builtin' (Python's own documentation, offline), 'wikitext-2' (downloaded into "
+                        "the cache and checked, or read from --data-dir), or a text file (default: %(default)s)")
     g.add_argument("--corpus-format", choices=["bert", "plain"], default=d.corpus_format,
                    help="for a file: 'bert' = one sentence per line, blank line between documents; "
-                        "'plain' = ordinary text (default: %(default)s)")
+                        "'plain' = ordinary text, one document per paragraph (default: %(default)s)")
     g.add_argument("--data-dir", help="a local folder holding wiki.valid.raw / wiki.test.raw (WikiText-2)")
     g.add_argument("--vocab", help="a BERT vocab.txt; without it a vocabulary is trained on the corpus")
     g.add_argument("--vocab-size", type=int, default=d.vocab_size,
@@ -170,6 +170,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("minibert: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as exc:
+        print(f"minibert {ns.command}: error: out of memory ({exc or 'an allocation failed'}); use a "
+              f"smaller --batch-size, --seq-len or --config", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
         print(f"minibert {ns.command}: error: {exc}", file=sys.stderr)
         return 1 if type(exc).__name__ == "TrainingError" else 2
@@ -179,12 +183,19 @@ def main(argv=None) -> int:
 def _train_tokenizer(ns) -> int:
     from .corpus import load_corpus
     from .tokenizer import train_wordpiece
-    if ns.vocab_size < 10:
-        raise ValueError(f"--vocab-size must be at least 10, got {ns.vocab_size}")
+    from .wordpiece_trainer import bert_special_layout
+    n_special = len(bert_special_layout())
+    if ns.vocab_size <= n_special:
+        raise ValueError(f"--vocab-size must be above the {n_special} special tokens (at least "
+                         f"{n_special + 1}; a useful vocabulary has thousands), got {ns.vocab_size}")
     out = Path(ns.out)
     if out.parent and not out.parent.exists():
         raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
-    corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; name the vocabulary file, e.g. {out / 'vocab.txt'}")
+    if out.exists() and Path(ns.corpus).exists() and out.resolve() == Path(ns.corpus).resolve():
+        raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
+    corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir, download=ns.data_dir is None)
     tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
     out.write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
     print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
@@ -196,6 +207,9 @@ def _fill_mask(ns) -> int:
     from .tokenizer import WordPieceTokenizer
     from .train import fill_mask
     d = Path(ns.model_dir)
+    if not (d / "config.json").is_file() and ((d / "run.json").is_file() or (d / "metrics.jsonl").is_file()):
+        raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
+                                f"written when the run finishes")
     if not (d / "vocab.txt").is_file():
         raise FileNotFoundError(f"{d / 'vocab.txt'} not found: fill-mask needs the model's vocabulary beside it")
     if ns.top_k < 1:

@@ -198,7 +198,8 @@ def load_corpus(source: str | os.PathLike, fmt: str = "bert", *, data_dir: str |
         source: ``"builtin"`` (see :mod:`minibert.builtin_corpus`), ``"wikitext-2"``
             (see :func:`minibert.wikitext.load_wikitext2`), or the path of a text file.
         fmt: for a path: ``"bert"`` (one sentence per line, blank line between documents)
-            or ``"plain"`` (ordinary text, one document per file).
+            or ``"plain"`` (ordinary text: one document per paragraph for a single file, one
+            per file for several).
         data_dir, splits, download: where WikiText-2 is (or goes), which splits, and whether
             to download it; unused for the other sources.
         encoding: the encoding of a text file.
@@ -212,5 +213,7 @@ def load_corpus(source: str | os.PathLike, fmt: str = "bert", *, data_dir: str |
     if fmt == "bert":
         return read_bert_format(source, encoding=encoding)
     if fmt == "plain":
-        return read_plain_text(source, encoding=encoding)
+        # NSP needs documents: a single file is cut at its blank lines, several files are one each
+        single = isinstance(source, (str, os.PathLike))
+        return read_plain_text(source, documents="paragraph" if single else "file", encoding=encoding)
     raise ValueError(f"fmt={fmt!r}: use 'bert' (one sentence per line) or 'plain' (ordinary text).")

@@ -359,6 +359,9 @@ class PretrainingDataset:
         # random replacements: every ordinary token (not [PAD] [UNK] [CLS] [SEP] [MASK] or [unusedN])
         self.replacement_words = [t for t in tokenizer.vocab
                                   if t not in SPECIAL_TOKENS and not (t.startswith("[unused") and t.endswith("]"))]
+        if not self.replacement_words:
+            raise ValueError("the vocabulary holds only special tokens: it has no words to mask, predict "
+                             "or draw random replacements from")
 
     def __len__(self) -> int:
         return len(self.instances)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def tokenize_corpus(corpus: Corpus, tokenizer, cache_dir: str | os.PathLike | No
         try:
             with np.load(path) as z:
                 return TokenizedCorpus(corpus.name, z["ids"], z["sentence_starts"], z["document_starts"])
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             pass                                  # damaged cache file: tokenize again
     result = _tokenize(corpus, tokenizer)
     try:

@@ -61,6 +61,11 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
     return vocab
 
 
+def vocab_is_cased(vocab) -> bool:
+    """True if any ordinary token (not a bracketed special one) has an uppercase letter."""
+    return any(t != t.lower() for t in vocab if not (t.startswith("[") and t.endswith("]")))
+
+
 def _check_text(name: str, text) -> str:
     if isinstance(text, str):
         return text
@@ -102,9 +107,18 @@ class WordPieceTokenizer:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_vocab_file(cls, path: str | os.PathLike, do_lower_case: bool = True) -> "WordPieceTokenizer":
-        """Load BERT's ``vocab.txt`` (or a file written by :meth:`save_vocabulary`)."""
-        return cls(load_vocab(path), do_lower_case=do_lower_case, source=str(path))
+    def from_vocab_file(cls, path: str | os.PathLike, do_lower_case: bool | None = None) -> "WordPieceTokenizer":
+        """Load BERT's ``vocab.txt`` (or a file written by :meth:`save_vocabulary`).
+
+        ``do_lower_case=None`` reads the casing off the vocabulary: an uncased
+        vocabulary (BERT's ``-uncased`` ones, or one trained uncased) holds no
+        uppercase letter, a cased one does.  Lowercasing the input for a cased
+        vocabulary would silently leave its capitalised entries unused.
+        """
+        vocab = load_vocab(path)
+        if do_lower_case is None:
+            do_lower_case = not vocab_is_cased(vocab)
+        return cls(vocab, do_lower_case=do_lower_case, source=str(path))
 
     def save_vocabulary(self, directory: str | os.PathLike) -> Path:
         """Write ``vocab.txt`` into ``directory`` (created if needed); returns its path."""

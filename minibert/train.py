@@ -264,13 +264,19 @@ class Prefetch:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def load_run_corpus(a: TrainArgs) -> Corpus:
+    """The run's corpus; WikiText-2 is downloaded (and checked) into the cache unless --data-dir names a copy."""
+    from .corpus import load_corpus
+    return load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir, download=a.data_dir is None)
+
+
 def prepare_data(a: TrainArgs, out: Path, log=print):
     """Corpus, tokenizer, training stream and fixed held-out batches."""
     from .corpus import load_corpus
     from .pretraining_data import build_pretraining_dataset
     from .tokenizer import WordPieceTokenizer, train_wordpiece
 
-    corpus = load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir)
+    corpus = load_run_corpus(a)
     train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
 
     saved_vocab = out / VOCAB_NAME
@@ -316,6 +322,12 @@ def _why_no_is_next(train, seq_len: int) -> str:
                 f"format every line is one sentence, and a blank line ends a document)")
     return (f"{share:.1%} of the training instances are IsNext, but none of the held-out ones; "
             f"raise --heldout-fraction")
+
+
+def unknown_share(batches, tokenizer) -> float:
+    """The share of [UNK] among the real tokens of some batches (an unfit vocabulary shows here)."""
+    ids = np.concatenate([b["input_ids"][b["attention_mask"] == 1] for b in batches])
+    return float((ids == tokenizer.unk_id).mean()) if ids.size else 0.0
 
 
 def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
@@ -487,6 +499,12 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
     log(f"model: {a.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
         f"{stream.per_epoch} batches of {a.batch_size} per epoch")
     log(f"baselines: MLM loss {baseline:.3f} (the training corpus's unigram frequencies), NSP accuracy 50%")
+    unk = unknown_share(eval_batches, tokenizer)
+    if unk > 0.05:
+        source = f"--vocab {a.vocab} does not fit this corpus" if a.vocab else \
+            f"--vocab-size {a.vocab_size} is too small for this corpus"
+        log(f"warning: {unk:.0%} of the held-out tokens are [UNK]: {source}; the model learns little "
+            f"from text it cannot see")
     if checkpoint:
         log(f"resumed from {checkpoint} at step {step}")
 
@@ -577,6 +595,7 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
             else:
                 if a.stop_at is not None and step < a.steps:
                     stopped_by = "stop_at"
+                    log(f"stopped at step {step} (--stop-at): saved {last_ckpt}; continue with --resume")
     finally:
         stream.close()
         bar.close()
@@ -700,7 +719,11 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5):
     ids = np.asarray([enc["input_ids"]])
     positions = np.flatnonzero(ids[0] == tokenizer.mask_id)
     if positions.size == 0:
-        raise ValueError(f"no [MASK] in {text!r}: write [MASK] where a word should be predicted")
+        shown = repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text):,} characters)"
+        if "[MASK]" in text:
+            raise ValueError(f"the [MASK] of {shown} lies beyond the model's "
+                             f"{model.config.max_position_embeddings} positions; shorten the text")
+        raise ValueError(f"no [MASK] in {shown}: write [MASK] where a word should be predicted")
     out = model.forward(ids, np.asarray([enc["token_type_ids"]]), np.asarray([enc["attention_mask"]]),
                         train=False)
     model.release()

@@ -98,7 +98,8 @@ def find_wikitext2(data_dir: str | os.PathLike, splits=("valid", "test")) -> dic
     splits = _check_splits(splits)
     if not root.is_dir():
         raise FileNotFoundError(f"WikiText-2 folder {root} does not exist; pass the folder that holds "
-                                "wiki.valid.raw etc., or download=True to fetch the data set.")
+                                "wiki.valid.raw etc. (--data-dir), or let minibert download the data set "
+                                "(download=True; the command line does when no --data-dir is given).")
     found: dict[str, Path] = {}
     for split in WIKITEXT2_SPLITS:
         name = WIKITEXT2_SPLITS[split][0]
@@ -112,8 +113,8 @@ def find_wikitext2(data_dir: str | os.PathLike, splits=("valid", "test")) -> dic
         raise FileNotFoundError(
             f"WikiText-2 folder {root} has no {', '.join(WIKITEXT2_SPLITS[s][0] for s in missing)} "
             f"(split(s) {', '.join(missing)}); it has: {have}. Ask only for the splits it has "
-            f"(splits=({', '.join(repr(s) for s in found)})) or download the full data set with "
-            "download=True.")
+            f"(splits=({', '.join(repr(s) for s in found)})) or download the full data set "
+            "(download=True; the command line does when no --data-dir is given).")
     for split in splits:
         _verify(found[split], split)
     return {s: found[s] for s in splits}

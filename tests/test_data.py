@@ -103,7 +103,7 @@ def test_read_plain_text(tmp_path):
                                              "The end came.", "Nobody woke."]]
     assert read_plain_text(f, documents="paragraph").documents == [
         ["Once upon a time.", "There was a cat.", "It slept."], ["The end came.", "Nobody woke."]]
-    assert load_corpus(f, fmt="plain").num_documents == 1
+    assert load_corpus(f, fmt="plain").num_documents == 2     # one file: a document per paragraph
 
 
 # --------------------------------------------------------------------------- bad input
@@ -556,3 +556,30 @@ def test_the_token_cache_is_keyed_by_the_unicode_version(small_tok, builtin, tmp
     import unicodedata
     name = cache_path(builtin, small_tok, tmp_path).name
     assert name.endswith(f"-u{unicodedata.unidata_version}.npz")
+
+
+def test_the_trainer_downloads_wikitext_unless_given_a_folder(fake_wikitext, tmp_path, monkeypatch):
+    from minibert.train import TrainArgs, load_run_corpus
+    zip_path = tmp_path / "mirror.zip"
+    zip_path.write_bytes(fake_wikitext)
+    monkeypatch.setattr(wikitext, "WIKITEXT2_URL", zip_path.as_uri())
+    corpus = load_run_corpus(TrainArgs(corpus="wikitext-2"))              # into MINIBERT_DATA
+    assert corpus.num_documents == 4
+    with pytest.raises(FileNotFoundError, match="--data-dir"):          # a named folder is only read
+        load_run_corpus(TrainArgs(corpus="wikitext-2", data_dir=str(tmp_path / "elsewhere")))
+
+
+def test_a_plain_text_file_is_one_document_per_paragraph(tmp_path):
+    f = tmp_path / "prose.txt"
+    f.write_text("First paragraph. It has two sentences.\n\nSecond one here.\nStill the second.\n\n"
+                 "Third paragraph.\n", encoding="utf-8")
+    corpus = load_corpus(f, "plain")
+    assert corpus.num_documents == 3 and corpus.documents[0] == ["First paragraph.", "It has two sentences."]
+
+
+def test_a_truncated_token_cache_is_tokenized_again(small_tok, builtin, tmp_path):
+    first = tokenize_corpus(builtin, small_tok, cache_dir=tmp_path)
+    path = cache_path(builtin, small_tok, tmp_path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])      # a copy cut short
+    again = tokenize_corpus(builtin, small_tok, cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.ids, first.ids)

@@ -375,3 +375,67 @@ def test_accumulation_averages_the_micro_batch_gradients(corpus_file, tmp_path, 
     expected /= 3
     rel = np.linalg.norm(seen[0] - expected) / np.linalg.norm(expected)
     assert rel < (2e-3 if mixed else 1e-6), rel
+
+
+def test_a_cased_vocabulary_is_used_cased(tmp_path):
+    from minibert.tokenizer import WordPieceTokenizer, train_wordpiece
+    text = ["The Python Software Foundation"] * 5 + ["the python software foundation"] * 5
+    path = train_wordpiece(text, vocab_size=200, do_lower_case=False).save_vocabulary(tmp_path)
+    tok = WordPieceTokenizer.from_vocab_file(path)
+    assert not tok.do_lower_case and tok.tokenize("Python")[0] == "Python"
+    path = train_wordpiece(text, vocab_size=200).save_vocabulary(tmp_path / "uncased")
+    assert WordPieceTokenizer.from_vocab_file(path).do_lower_case
+
+
+def test_a_vocabulary_that_does_not_fit_is_reported(corpus_file, tmp_path):
+    notes = []
+    pretrain(small_args(corpus_file, tmp_path / "o", vocab_size=110, steps=1, warmup=0), log=notes.append)
+    assert any("[UNK]" in str(n) and "--vocab-size 110 is too small" in str(n) for n in notes), notes
+    specials = tmp_path / "specials.txt"
+    specials.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    with pytest.raises(ValueError, match="only special tokens"):
+        pretrain(small_args(corpus_file, tmp_path / "p", vocab=str(specials)), log=lambda *a: None)
+
+
+def test_stop_at_says_how_to_go_on(corpus_file, tmp_path):
+    notes = []
+    pretrain(small_args(corpus_file, tmp_path, steps=4, stop_at=2, save_every=2), log=notes.append)
+    assert any("stopped at step 2 (--stop-at)" in str(n) and "--resume" in str(n) for n in notes)
+
+
+def test_fill_mask_and_train_tokenizer_messages(corpus_file, tmp_path, capsys):
+    run = tmp_path / "run"
+    pretrain(small_args(corpus_file, run, steps=2, stop_at=1, save_every=1), log=lambda *a: None)
+    code, err = _run_cli(["fill-mask", str(run), "a [MASK] b"], capsys)
+    assert code == 2 and "folder of a pre-training run" in err and "model" in err, err
+    code, err = _run_cli(["train-tokenizer", "--corpus", str(corpus_file), "--vocab-size", "50",
+                          "--out", str(tmp_path / "v.txt")], capsys)
+    assert code == 2 and "at least 105" in err, err
+    code, err = _run_cli(["train-tokenizer", "--corpus", str(corpus_file), "--vocab-size", "300",
+                          "--out", str(corpus_file)], capsys)
+    assert code == 2 and "is the corpus itself" in err, err
+    assert corpus_file.read_text().count("\n") > 100
+
+
+def test_a_truncated_mask_is_named(tmp_path):
+    import minibert as mb
+    from minibert.tokenizer import train_wordpiece
+    from minibert.train import fill_mask
+    tok = train_wordpiece(["word after word"] * 5, vocab_size=120)
+    model = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=tok.vocab_size,
+                                                            max_position_embeddings=16))
+    with pytest.raises(ValueError, match="beyond the model's 16 positions"):
+        fill_mask(model, tok, "word " * 40 + "[MASK]")
+    with pytest.raises(ValueError, match=r"no \[MASK\] in 'word word.*\(\d+ characters\)"):
+        fill_mask(model, tok, "word " * 40)
+
+
+def test_out_of_memory_is_one_line(corpus_file, tmp_path, capsys, monkeypatch):
+    import minibert.train as train_module
+
+    def no_memory(*a, **k):
+        raise MemoryError("Unable to allocate 1.32 GiB")
+    monkeypatch.setattr(train_module, "BertForPreTraining", no_memory)
+    code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"),
+                          "--vocab-size", "400", "--no-progress"], capsys)
+    assert code == 2 and "out of memory" in err and "--batch-size" in err and len(err.splitlines()) == 1
