@@ -61,6 +61,16 @@ def _digest(arrays: dict) -> str:
     return h.hexdigest()
 
 
+def _file_mode() -> int:
+    """The mode an ordinary new file gets here: 0o666 less the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _file_mode()
+
+
 def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 3) -> Path:
     """Write ``checkpoint-<step>.npz`` atomically and keep only the newest ``keep``.
 
@@ -78,6 +88,7 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
             np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **host)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _FILE_MODE)       # mkstemp makes it private; a checkpoint is an ordinary file
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):

@@ -478,12 +478,20 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
         raise CheckpointError(f"--resume: no checkpoint in {out}")
     if checkpoint is not None:
         load_checkpoint(checkpoint)  # a damaged file is reported now, before any work
-    if not a.resume:
-        if latest_checkpoint(out) is not None:
-            raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue it, "
-                             f"or choose another --out")
-        start_fresh(out, a)
+    lock = lock_run_folder(out)
+    try:
+        if not a.resume:
+            if latest_checkpoint(out) is not None:
+                raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
+                                 f"it, or choose another --out")
+            start_fresh(out, a)
+        return _run(a, config, out, checkpoint, log, on_record)
+    finally:
+        lock.close()
 
+
+def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record) -> RunResult:
+    """``pretrain`` once the folder is checked and locked: set-up, the loop, the end."""
     corpus, tokenizer, stream, eval_batches = prepare_data(a, out, log)
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
@@ -586,7 +594,11 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
                     record(dict(kind="eval", step=step, **evaluate(model, eval_batches),
                                 unigram_baseline=baseline))
                 if stop.received or step % a.save_every == 0 or step == end:
-                    last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep, scaler)
+                    try:
+                        last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep, scaler)
+                    except TrainingError as exc:
+                        raise TrainingError(f"{exc}. Last good checkpoint: {last_ckpt or 'none'}. "
+                                            f"Try a lower --lr.") from None
                 if stop.received:
                     stopped_by = stop.received
                     log(f"\n{stopped_by} received: saved {last_ckpt} at step {step}; "
@@ -640,6 +652,40 @@ def _read_history(path: Path, upto: int, log=print) -> list:
             raise ValueError(f"{path}, line {n}: {exc}; it cannot be resumed from") from None
         records.append(r)
     return [r for r in records if r["step"] <= upto]
+
+
+class _FolderLock:
+    """An exclusive ``flock`` on the folder itself, held until ``close()``."""
+
+    def __init__(self, fd=None):
+        self.fd = fd
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)       # closing the descriptor releases the lock
+            self.fd = None
+
+
+def lock_run_folder(out: Path) -> _FolderLock:
+    """Lock ``out`` for the run; a second run on the same folder stops with a clear error.
+
+    Two runs writing one folder would interleave their checkpoints and lose
+    one run's metrics.  The lock is the operating system's (``flock`` on the
+    folder), so it goes with the process, even after a crash, and leaves no
+    file behind.  Where it is not available (Windows) the folder is not locked.
+    """
+    try:
+        import fcntl
+        fd = os.open(out, os.O_RDONLY)
+    except (ImportError, OSError):
+        return _FolderLock()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ValueError(f"another run is using --out {out} right now; wait for it to end, "
+                         f"or choose another --out") from None
+    return _FolderLock(fd)
 
 
 def start_fresh(out: Path, a: TrainArgs) -> None:

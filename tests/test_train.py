@@ -439,3 +439,35 @@ def test_out_of_memory_is_one_line(corpus_file, tmp_path, capsys, monkeypatch):
     code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"),
                           "--vocab-size", "400", "--no-progress"], capsys)
     assert code == 2 and "out of memory" in err and "--batch-size" in err and len(err.splitlines()) == 1
+
+
+def test_two_runs_never_share_a_folder(corpus_file, tmp_path):
+    from minibert.train import lock_run_folder
+    out = tmp_path / "run"
+    out.mkdir()
+    held = lock_run_folder(out)                     # as a run in progress holds it
+    try:
+        with pytest.raises(ValueError, match="another run is using --out"):
+            pretrain(small_args(corpus_file, out, steps=2), log=lambda *a: None)
+    finally:
+        held.close()
+    pretrain(small_args(corpus_file, out, steps=2), log=lambda *a: None)      # free again
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_checkpoints_are_ordinary_files(corpus_file, tmp_path):
+    old = os.umask(0o022)
+    try:
+        pretrain(small_args(corpus_file, tmp_path / "r", steps=2, save_every=2), log=lambda *a: None)
+    finally:
+        os.umask(old)
+    from minibert import checkpoint
+    ckpt = list_checkpoints(tmp_path / "r")[-1]
+    assert ckpt.stat().st_mode & 0o777 == checkpoint._FILE_MODE
+
+
+def test_poisoned_weights_name_the_last_good_checkpoint(corpus_file, tmp_path):
+    # step 1 runs at the warm-up's learning rate 0 (a good checkpoint), step 2 at 5e299
+    with pytest.raises(TrainingError, match=r"NaN or inf.*Last good checkpoint: .*checkpoint-00000001.*lower --lr"):
+        pretrain(small_args(corpus_file, tmp_path, steps=6, save_every=1, warmup=2, lr=1e300),
+                 log=lambda *a: None)
