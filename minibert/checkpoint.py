@@ -27,7 +27,7 @@ import numpy as np
 
 from .backend import to_numpy
 
-_NAME = re.compile(r"^checkpoint-(\d{8})\.npz$")
+_NAME = re.compile(r"^checkpoint-(\d{8,})\.npz$")   # 8 digits, more from step 100,000,000 on
 
 
 class CheckpointError(ValueError):
@@ -43,7 +43,8 @@ def list_checkpoints(directory) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]                # by step, not by name
 
 
 def latest_checkpoint(directory):

@@ -9,9 +9,14 @@ Tokenization has two steps:
    word start with ``##``: ``"unwanted"`` -> ``un ##want ##ed``. A word with no
    such cut, or longer than 100 characters, becomes ``[UNK]`` as a whole.
 
-The ids are those of Hugging Face's ``BertTokenizer``/``BertTokenizerFast``
-for the same ``vocab.txt`` (the tests check every line of WikiText-2's
-validation split). Special tokens written literally in the text, such as
+With an uncased ``vocab.txt`` the ids are those of Hugging Face's
+``BertTokenizer``/``BertTokenizerFast`` (the tests check every line of
+WikiText-2's validation split and a set of tricky strings).  At the edges of
+Unicode the two transformers tokenizers disagree with each other, and
+minibert follows google-research/bert's Python code and Python's
+``unicodedata`` tables: in cased mode no NFC normalisation (like the Fast
+tokenizer), a final sigma lowercased as ``ς`` and unassigned code points
+dropped (like the Python one). Special tokens written literally in the text, such as
 ``"[MASK]"``, are kept whole, as in transformers.
 
 Vocabularies are trained by :func:`train_wordpiece` (see

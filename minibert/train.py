@@ -147,6 +147,9 @@ def check_args(a: TrainArgs) -> BertConfig:
     if a.mixed_precision and resolve_dtype(a.dtype) != np.float32:
         raise ValueError(f"--mixed-precision keeps float32 master weights: it needs --dtype float32, "
                          f"got {a.dtype}")
+    if a.data_dir is not None and str(a.corpus) not in ("wikitext-2", "wikitext2"):
+        raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
+                         f"--corpus {a.corpus} (give the file itself as --corpus)")
     if a.vocab is not None and not Path(a.vocab).is_file():
         raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
     check_writable(Path(a.out))

@@ -325,6 +325,7 @@ def test_resume_survives_a_last_metrics_line_cut_short(corpus_file, tmp_path):
     (["--seed", "-1"], "--seed must be an integer >= 0"),
     (["--eval-instances", "1"], "--eval-instances must be at least 2"),
     (["--seq-len", "8"], "raise --seq-len"),
+    (["--data-dir", "/tmp"], "--data-dir is where WikiText-2 is read from"),
 ])
 def test_more_bad_settings_name_their_cause(corpus_file, tmp_path, capsys, extra, expected):
     code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"),
@@ -471,3 +472,11 @@ def test_poisoned_weights_name_the_last_good_checkpoint(corpus_file, tmp_path):
     with pytest.raises(TrainingError, match=r"NaN or inf.*Last good checkpoint: .*checkpoint-00000001.*lower --lr"):
         pretrain(small_args(corpus_file, tmp_path, steps=6, save_every=1, warmup=2, lr=1e300),
                  log=lambda *a: None)
+
+
+def test_checkpoints_past_step_99_999_999_are_found_in_order(tmp_path):
+    from minibert.checkpoint import checkpoint_path
+    for step in (99_999_999, 100_000_001, 7):
+        checkpoint_path(tmp_path, step).write_bytes(b"")
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "checkpoint-00000007.npz", "checkpoint-99999999.npz", "checkpoint-100000001.npz"]
