@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import re
-import tempfile
+import secrets
 import zipfile
 from pathlib import Path
 
@@ -62,16 +62,6 @@ def _digest(arrays: dict) -> str:
     return h.hexdigest()
 
 
-def _file_mode() -> int:
-    """The mode an ordinary new file gets here: 0o666 less the process's umask."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-_FILE_MODE = _file_mode()
-
-
 def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 3) -> Path:
     """Write ``checkpoint-<step>.npz`` atomically and keep only the newest ``keep``.
 
@@ -83,13 +73,15 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
     host = {name: to_numpy(a) for name, a in arrays.items()}
     meta = dict(meta, step=step, sha256=_digest(host))
     final = checkpoint_path(directory, step)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".checkpoint-", suffix=".tmp")
+    # a new file of our own (O_EXCL), created with the ordinary mode (0o666 less the umask);
+    # mkstemp would make it private to the user
+    tmp = str(Path(directory) / f".checkpoint-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **host)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, _FILE_MODE)       # mkstemp makes it private; a checkpoint is an ordinary file
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):

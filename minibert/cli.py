@@ -171,7 +171,7 @@ def main(argv=None) -> int:
         print("minibert: interrupted", file=sys.stderr)
         return 130
     except MemoryError as exc:
-        print(f"minibert {ns.command}: error: out of memory ({exc or 'an allocation failed'}); use a "
+        print(f"minibert {ns.command}: error: out of memory ({str(exc) or 'an allocation failed'}); use a "
               f"smaller --batch-size, --seq-len or --config", file=sys.stderr)
         return 2
     except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:

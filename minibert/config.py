@@ -6,6 +6,7 @@ minibert model directory is a Hugging Face model directory.
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -71,7 +72,7 @@ class BertConfig:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p!r}")
         for name in ("initializer_range", "layer_norm_eps"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < float("inf"):
                 raise ValueError(f"BertConfig.{name} must be a number > 0, got {v!r}")
         if not (isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
             raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), "

@@ -12,7 +12,8 @@ import shutil
 import time
 from pathlib import Path
 
-from .train import TrainArgs, check_args, fill_mask, pretrain
+from .train import (METRICS_NAME, OUTPUT_NAMES, RUN_NAME, TrainArgs, check_args, fill_mask,
+                    lock_run_folder, pretrain)
 
 # Short sequences in large batches: within a few CPU minutes the model sees many
 # sequences, and NSP (one label per sequence) gets 128 labels a step.  BERT's
@@ -43,10 +44,13 @@ def run_demo(out="runs/demo", steps=None) -> int:
     args = TrainArgs(out=str(out), **settings)
     check_args(args)              # every setting checked before anything is deleted
     out = Path(out)
-    clear_previous_demo(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("a minibert demo run: `minibert demo` replaces this folder\n")
-    result = pretrain(args)
+    lock = lock_run_folder(out)   # held from the clearing to the end: no run is in there meanwhile
+    try:
+        clear_previous_demo(out)
+        (out / MARKER).write_text("a minibert demo run: `minibert demo` replaces this folder\n")
+        result = pretrain(args)
+    finally:
+        lock.close()
     ev = result.final_eval
     V = result.model.config.vocab_size
     print()
@@ -68,15 +72,47 @@ def run_demo(out="runs/demo", steps=None) -> int:
 
 
 def clear_previous_demo(out: Path) -> None:
-    """The demo always starts from scratch, but deletes only a folder that an earlier demo made."""
-    if not out.is_dir() or not any(p.name != ".write-test" for p in out.iterdir()):
+    """Empty ``out`` for a new demo run, if an earlier demo made what is in it.
+
+    Only a folder that holds nothing but what a run writes is ever emptied,
+    and only if the demo marked it, or (a demo run from before the marker
+    existed) its newest checkpoint was written with the demo's settings.
+    """
+    entries = [p for p in out.iterdir() if p.name != ".write-test"] if out.is_dir() else []
+    if not entries:
         return
     here = Path.cwd().resolve()
     target = out.resolve()
     if target == here or target in here.parents or target == Path.home().resolve():
         raise ValueError(f"--out {out} is the current folder, one above it or the home folder; "
                          f"the demo needs a folder of its own")
-    if not (out / MARKER).is_file():
-        raise ValueError(f"--out {out} is not empty and no earlier demo wrote it (no {MARKER} file); "
-                         f"choose another folder, or delete it yourself if it is yours to delete")
-    shutil.rmtree(out)
+    foreign = [p.name for p in entries if not _written_by_a_run(p.name)]
+    if foreign or not ((out / MARKER).is_file() or _old_demo_run(out)):
+        raise ValueError(f"--out {out} is not empty and no earlier demo wrote it"
+                         + (f" (it holds {', '.join(sorted(foreign)[:3])})" if foreign else "")
+                         + "; choose another folder, or delete it yourself if it is yours to delete")
+    for p in entries:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def _written_by_a_run(name: str) -> bool:
+    return (name in (*OUTPUT_NAMES, RUN_NAME, MARKER, METRICS_NAME + ".tmp")
+            or (name.startswith("checkpoint-") and name.endswith(".npz"))
+            or (name.startswith(".checkpoint-") and name.endswith(".tmp")))
+
+
+def _old_demo_run(out: Path) -> bool:
+    """A run folder whose newest checkpoint has the demo's settings (a demo from before the marker)."""
+    from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+    path = latest_checkpoint(out)
+    if path is None:
+        return False
+    try:
+        run = load_checkpoint(path)[1].get("run", {})
+    except (CheckpointError, OSError, ValueError):
+        return False
+    same = all(run.get(k) == DEMO[k] for k in ("batch_size", "seq_len", "lr", "seed"))
+    return same and run.get("config", {}).get("hidden_size") == 128     # the tiny preset

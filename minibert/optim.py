@@ -48,7 +48,11 @@ class AdamW:
     def __init__(self, store, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
                  bias_correction=True):
         _check_lr(lr)
-        if not (isinstance(betas, (tuple, list)) and len(betas) == 2
+        try:
+            betas = tuple(float(b) if _is_number(b) else b for b in betas)
+        except TypeError:
+            pass                    # not a sequence: refused below
+        if not (isinstance(betas, tuple) and len(betas) == 2
                 and all(_is_number(b) and 0 <= b < 1 for b in betas)):
             raise ValueError(f"betas must be two numbers in [0, 1), e.g. (0.9, 0.999), got {betas!r}")
         if not (_is_number(eps) and 0 < eps < math.inf):

@@ -25,6 +25,7 @@ Vocabularies are trained by :func:`train_wordpiece` (see
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 from pathlib import Path
@@ -222,13 +223,21 @@ class WordPieceTokenizer:
     def convert_ids_to_tokens(self, ids) -> list[str]:
         """Ids (any iterable of ints, e.g. a NumPy row) -> tokens."""
         n = len(self.vocab)
-        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"ids must be a sequence of token ids (ints), got {type(ids).__name__}")
+        if hasattr(ids, "tolist"):          # a NumPy, CuPy or PyTorch array: to host ints once
+            ids = ids.tolist()
+            ids = ids if isinstance(ids, list) else [ids]
+        if not hasattr(ids, "__iter__"):
             raise TypeError(f"ids must be a sequence of token ids (ints), got {type(ids).__name__}")
         out = []
         for i in ids:
-            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-                raise TypeError(f"token ids must be ints, got {i!r} ({type(i).__name__})")
-            i = int(i)
+            if isinstance(i, (bool, np.bool_)):
+                raise TypeError(f"token ids must be ints, got {i!r}")
+            try:
+                i = operator.index(i)       # ints of any kind, not floats
+            except TypeError:
+                raise TypeError(f"token ids must be ints, got {i!r} ({type(i).__name__})") from None
             if not 0 <= i < n:
                 raise ValueError(f"token id {i} is outside the vocabulary (0..{n - 1}).")
             out.append(self.vocab[i])

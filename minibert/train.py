@@ -19,6 +19,7 @@ never stopped.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -302,9 +303,12 @@ def prepare_data(a: TrainArgs, out: Path, log=print):
     order = rng.permutation(len(held))
     by_label = [[j for j in order if held.instances[j].is_random_next == r] for r in (False, True)]
     half = min(a.eval_instances // 2, *map(len, by_label))
-    if half == 0:
+    if not by_label[0]:
         raise ValueError(f"the held-out documents of {corpus.name!r} give no IsNext pair to evaluate "
                          f"on: {_why_no_is_next(train, a.seq_len)}")
+    if not by_label[1]:
+        raise ValueError(f"the held-out documents of {corpus.name!r} give no NotNext pair to evaluate "
+                         f"on (a NotNext pair needs a second held-out document); raise --heldout-fraction")
     if 2 * half < a.eval_instances // 4:      # far fewer than asked for
         log(f"warning: the held-out documents give only {half} IsNext/NotNext pairs of each kind "
             f"(--eval-instances {a.eval_instances} asked for {a.eval_instances // 2}): held-out numbers "
@@ -402,13 +406,27 @@ def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str
                 batch_size=a.batch_size, seq_len=a.seq_len, lr=a.lr, warmup=a.warmup_steps, accum=a.accum,
                 weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm,
                 bias_correction=a.bias_correction, seed=a.seed, dtype=a.dtype, dupe_factor=a.dupe_factor,
-                # settings added later count only when they differ from their default, so that
-                # checkpoints written before they counted still resume
-                **{k: getattr(a, k) for k in _LATER_IDENTITY if getattr(a, k) != _DEFAULTS[k]})
+                mixed_precision=a.mixed_precision, heldout_fraction=a.heldout_fraction,
+                eval_instances=a.eval_instances, identity_version=IDENTITY_VERSION)
 
 
-_LATER_IDENTITY = ("mixed_precision", "heldout_fraction", "eval_instances")
-_DEFAULTS = {k: TrainArgs.__dataclass_fields__[k].default for k in _LATER_IDENTITY}
+IDENTITY_VERSION = 2
+
+
+def _comparable(identity: dict, theirs: dict) -> dict:
+    """Our identity as a checkpoint of ``theirs``'s version would have recorded it.
+
+    Version 1 (no ``identity_version``) recorded neither the held-out
+    settings nor the evaluation size, and ``mixed_precision`` only when on:
+    those checkpoints still resume, compared on what they hold.
+    """
+    if "identity_version" in theirs:
+        return identity
+    old = {k: v for k, v in identity.items()
+           if k not in ("identity_version", "heldout_fraction", "eval_instances", "mixed_precision")}
+    if identity.get("mixed_precision"):
+        old["mixed_precision"] = True
+    return old
 
 
 def save_run(out, step, model, opt, stream, identity, keep, scaler=None) -> Path:
@@ -425,6 +443,7 @@ def save_run(out, step, model, opt, stream, identity, keep, scaler=None) -> Path
 def restore_run(path, model, opt, stream, identity, scaler=None) -> int:
     arrays, meta = load_checkpoint(path)
     theirs = meta.get("run", {})
+    identity = _comparable(identity, theirs)
     diff = sorted(k for k in set(identity) | set(theirs) if identity.get(k) != theirs.get(k))
     if diff:
         detail = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs now {identity.get(k)!r}"
@@ -657,38 +676,56 @@ def _read_history(path: Path, upto: int, log=print) -> list:
     return [r for r in records if r["step"] <= upto]
 
 
-class _FolderLock:
-    """An exclusive ``flock`` on the folder itself, held until ``close()``."""
+_HELD: dict = {}   # folder -> [descriptor, count]: the folders this process has locked
 
-    def __init__(self, fd=None):
-        self.fd = fd
+
+class _FolderLock:
+    """A hold on a folder's lock; ``close()`` lets go (the last hold releases the ``flock``)."""
+
+    def __init__(self, key=None):
+        self.key = key
 
     def close(self):
-        if self.fd is not None:
-            os.close(self.fd)       # closing the descriptor releases the lock
-            self.fd = None
+        if self.key is None:
+            return
+        held = _HELD[self.key]
+        held[1] -= 1
+        if held[1] == 0:
+            os.close(held[0])       # closing the descriptor releases the lock
+            del _HELD[self.key]
+        self.key = None
 
 
 def lock_run_folder(out: Path) -> _FolderLock:
-    """Lock ``out`` for the run; a second run on the same folder stops with a clear error.
+    """Lock ``out`` for a run; a second run on the same folder stops with a clear error.
 
     Two runs writing one folder would interleave their checkpoints and lose
     one run's metrics.  The lock is the operating system's (``flock`` on the
     folder), so it goes with the process, even after a crash, and leaves no
-    file behind.  Where it is not available (Windows) the folder is not locked.
+    file behind.  Within one process the lock can be taken again (the demo
+    holds it while it clears its folder and then runs ``pretrain``).  Where
+    ``flock`` is not available (Windows, some network file systems) the
+    folder is not locked.
     """
+    key = Path(out).resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        return _FolderLock(key)
     try:
         import fcntl
-        fd = os.open(out, os.O_RDONLY)
+        fd = os.open(key, os.O_RDONLY)
     except (ImportError, OSError):
         return _FolderLock()
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except OSError as exc:
         os.close(fd)
-        raise ValueError(f"another run is using --out {out} right now; wait for it to end, "
-                         f"or choose another --out") from None
-    return _FolderLock(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise ValueError(f"another run is using --out {out} right now; wait for it to end, "
+                             f"or choose another --out") from None
+        return _FolderLock()        # locking not supported here: run unlocked
+    _HELD[key] = [fd, 1]
+    return _FolderLock(key)
 
 
 def start_fresh(out: Path, a: TrainArgs) -> None:
@@ -700,6 +737,8 @@ def start_fresh(out: Path, a: TrainArgs) -> None:
     someone else's files, and the run refuses to start.
     """
     taken = [n for n in OUTPUT_NAMES if (out / n).exists()]
+    if a.vocab is not None and Path(a.vocab).resolve() == (out / VOCAB_NAME).resolve():
+        taken.remove(VOCAB_NAME)    # the run reads it, and writes the same vocabulary back
     if taken and not (out / RUN_NAME).is_file():
         raise ValueError(f"--out {out} already holds {', '.join(taken)}, which no minibert run wrote "
                          f"and a run would replace; choose another --out")

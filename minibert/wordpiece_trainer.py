@@ -46,16 +46,18 @@ def bert_special_layout(num_unused: int = 99) -> list[str]:
 
 def _texts(texts_or_files: Iterable[str | os.PathLike]) -> Iterable[str]:
     """Strings are text; ``pathlib.Path`` (any ``os.PathLike``) items are files to read."""
+    if isinstance(texts_or_files, str):
+        item = texts_or_files
+        if len(item) < 4096 and item.strip() and not any(c.isspace() for c in item) and os.path.isfile(item):
+            # the whole training text is one "word" that names a file: surely meant as the file
+            raise ValueError(f"train_wordpiece got the string {item!r}, the name of a file; strings "
+                             f"are text to learn from: pass pathlib.Path({item!r}) to read the file")
     if isinstance(texts_or_files, (str, os.PathLike)):
         texts_or_files = [texts_or_files]
     for item in texts_or_files:
         if isinstance(item, os.PathLike):
             yield read_text(Path(item), what="training file")
         elif isinstance(item, str):
-            if item and len(item) < 4096 and not any(c.isspace() for c in item) and os.path.isfile(item):
-                # one "word" that names a file: almost surely meant as the file
-                raise ValueError(f"train_wordpiece got the string {item!r}, the name of a file; strings "
-                                 f"are text to learn from: pass pathlib.Path({item!r}) to read the file")
             yield item
         else:
             raise TypeError(f"train_wordpiece takes str texts or pathlib.Path files, "

@@ -187,3 +187,12 @@ def test_loss_scale_takes_numpy_numbers(model):
     model.forward([[2, 5, 7]], nsp_labels=[0], train=False)
     with pytest.raises(ValueError, match="loss_scale"):
         model.backward(loss_scale=np.float32(np.nan))
+
+
+def test_numpy_numbers_are_numbers():
+    from minibert.optim import AdamW
+    c = mb.BertConfig.from_preset("tiny", vocab_size=100, layer_norm_eps=np.float32(1e-12),
+                                  initializer_range=np.float64(0.02))
+    model = mb.BertForPreTraining(c)
+    opt = AdamW(model.params, lr=np.float32(1e-3), betas=np.array([0.9, 0.999]))
+    assert opt.betas == (0.9, 0.999)

@@ -303,3 +303,22 @@ def test_train_wordpiece_on_a_file_name_says_to_pass_a_path(tmp_path):
         train_wordpiece(CORPUS, vocab_size=200.5)
     with pytest.raises(TypeError, match="takes str texts or pathlib.Path files, got bytes"):
         train_wordpiece([b"some text"], vocab_size=200)
+
+
+def test_ids_from_arrays_of_any_library(google_tok):
+    torch = pytest.importorskip("torch")
+    want = google_tok.convert_ids_to_tokens([1, 3, 2])
+    assert google_tok.convert_ids_to_tokens(torch.tensor([1, 3, 2])) == want
+    assert google_tok.convert_ids_to_tokens(np.array([1, 3, 2], dtype=np.int32)) == want
+    assert google_tok.convert_ids_to_tokens(np.int64(3)) == want[1:2]          # a 0-d array: one id
+    with pytest.raises(TypeError, match="token ids must be ints"):
+        google_tok.convert_ids_to_tokens(np.array([1.0, 3.0]))
+    with pytest.raises(TypeError, match="token ids must be ints"):
+        google_tok.convert_ids_to_tokens([True])
+
+
+def test_a_word_that_names_a_file_is_text_inside_a_list(tmp_path, monkeypatch):
+    (tmp_path / "Makefile").write_text("all:\n")
+    monkeypatch.chdir(tmp_path)
+    tok = train_wordpiece(["Makefile"] + CORPUS, vocab_size=200)      # a list of texts: all text
+    assert tok.vocab_size > 104

@@ -431,40 +431,64 @@ def test_a_truncated_mask_is_named(tmp_path):
         fill_mask(model, tok, "word " * 40)
 
 
-def test_out_of_memory_is_one_line(corpus_file, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("message", ["Unable to allocate 1.32 GiB", ""])
+def test_out_of_memory_is_one_line(corpus_file, tmp_path, capsys, monkeypatch, message):
     import minibert.train as train_module
 
     def no_memory(*a, **k):
-        raise MemoryError("Unable to allocate 1.32 GiB")
+        raise MemoryError(message) if message else MemoryError()
     monkeypatch.setattr(train_module, "BertForPreTraining", no_memory)
     code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"),
                           "--vocab-size", "400", "--no-progress"], capsys)
     assert code == 2 and "out of memory" in err and "--batch-size" in err and len(err.splitlines()) == 1
+    assert f"({message or 'an allocation failed'})" in err
+
+
+def _hold_lock_elsewhere(folder):
+    """Another process holding the folder's lock, as a run in progress does."""
+    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
 
 
 def test_two_runs_never_share_a_folder(corpus_file, tmp_path):
-    from minibert.train import lock_run_folder
+    pytest.importorskip("fcntl")
+    from minibert.demo import run_demo
     out = tmp_path / "run"
     out.mkdir()
-    held = lock_run_folder(out)                     # as a run in progress holds it
+    other = _hold_lock_elsewhere(out)
     try:
         with pytest.raises(ValueError, match="another run is using --out"):
             pretrain(small_args(corpus_file, out, steps=2), log=lambda *a: None)
     finally:
-        held.close()
+        other.kill()
+        other.wait()
     pretrain(small_args(corpus_file, out, steps=2), log=lambda *a: None)      # free again
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+    # the demo takes the lock before it clears its folder: a demo in progress keeps its files
+    demo = tmp_path / "demo"
+    assert run_demo(demo, steps=1) == 0
+    before = sorted(p.name for p in demo.iterdir())
+    other = _hold_lock_elsewhere(demo)
+    try:
+        with pytest.raises(ValueError, match="another run is using --out"):
+            run_demo(demo, steps=1)
+    finally:
+        other.kill()
+        other.wait()
+    assert sorted(p.name for p in demo.iterdir()) == before
 
 
-def test_checkpoints_are_ordinary_files(corpus_file, tmp_path):
-    old = os.umask(0o022)
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_checkpoints_are_ordinary_files(corpus_file, tmp_path, umask, mode):
+    old = os.umask(umask)
     try:
         pretrain(small_args(corpus_file, tmp_path / "r", steps=2, save_every=2), log=lambda *a: None)
     finally:
         os.umask(old)
-    from minibert import checkpoint
-    ckpt = list_checkpoints(tmp_path / "r")[-1]
-    assert ckpt.stat().st_mode & 0o777 == checkpoint._FILE_MODE
+    assert list_checkpoints(tmp_path / "r")[-1].stat().st_mode & 0o777 == mode    # as any file made then
 
 
 def test_poisoned_weights_name_the_last_good_checkpoint(corpus_file, tmp_path):
@@ -480,3 +504,41 @@ def test_checkpoints_past_step_99_999_999_are_found_in_order(tmp_path):
         checkpoint_path(tmp_path, step).write_bytes(b"")
     assert [p.name for p in list_checkpoints(tmp_path)] == [
         "checkpoint-00000007.npz", "checkpoint-99999999.npz", "checkpoint-100000001.npz"]
+
+
+def test_checkpoints_of_the_first_identity_version_still_resume(corpus_file, tmp_path):
+    # written before the held-out settings were part of a run's identity: they are not compared
+    from minibert.checkpoint import save_checkpoint
+    out = tmp_path / "r"
+    kw = dict(steps=4, save_every=2, heldout_fraction=0.2, eval_instances=16)
+    pretrain(small_args(corpus_file, out, stop_at=2, **kw), log=lambda *a: None)
+    path = list_checkpoints(out)[-1]
+    arrays, meta = load_checkpoint(path)
+    for key in ("identity_version", "heldout_fraction", "eval_instances", "mixed_precision"):
+        del meta["run"][key]
+    step = meta.pop("step")
+    path.unlink()
+    save_checkpoint(out, step, arrays, meta)
+    pretrain(small_args(corpus_file, out, resume=True, **kw), log=lambda *a: None)
+    assert [s for s, _ in train_losses(out)] == [1, 2, 3, 4]
+
+
+def test_a_run_may_read_its_own_vocabulary(corpus_file, tmp_path):
+    out = tmp_path / "r"
+    pretrain(small_args(corpus_file, tmp_path / "first", steps=1, warmup=0), log=lambda *a: None)
+    out.mkdir()
+    (out / "vocab.txt").write_bytes((tmp_path / "first" / "vocab.txt").read_bytes())
+    pretrain(small_args(corpus_file, out, steps=1, warmup=0, vocab=str(out / "vocab.txt")), log=lambda *a: None)
+
+
+def test_an_old_demo_folder_is_still_the_demos(tmp_path):
+    from minibert.demo import MARKER, run_demo
+    demo = tmp_path / "demo"
+    assert run_demo(demo, steps=1) == 0
+    (demo / MARKER).unlink()                 # as the demo left it before it wrote a marker
+    (demo / "run.json").unlink()
+    assert run_demo(demo, steps=1) == 0
+    (demo / "notes.txt").write_text("mine")  # anything a run does not write keeps the folder safe
+    with pytest.raises(ValueError, match="notes.txt"):
+        run_demo(demo, steps=1)
+    assert (demo / "notes.txt").is_file()
