@@ -569,6 +569,25 @@ def check_mlm_masking(r: Report) -> None:
                                        f"({len(set(randoms))} distinct ids)",
              "a random replacement is drawn uniformly from the ordinary ids, anew for each position")
 
+    # ---- a random replacement may be the original token itself, as in BERT (its draw is
+    # uniform over all ordinary ids). With only two ordinary ids, half the random draws give the
+    # original back: a chosen position keeps its token 0.1 + 0.1/2 = 15% of the time, not 10%.
+    same = total_small = 0
+    for i in range(600):
+        ids = [_CLS] + rng.integers(5, 7, 19).tolist() + [_SEP] + rng.integers(5, 7, 18).tolist() + [_SEP]
+        masked, labels = run(ids, 9000 + i, vocab_size=7)
+        chosen = labels != -100
+        same += int((masked[chosen] == np.array(ids)[chosen]).sum())
+        total_small += int(chosen.sum())
+    kept = same / max(total_small, 1)
+    r.expect(abs(kept - 0.15) < 0.025,
+             f"with 2 ordinary ids, {kept:.3f} of the predicted positions keep their token (BERT: 0.15)",
+             "a random replacement is drawn from all ordinary ids, the original one included (BERT "
+             "does not exclude it): 10% unchanged plus half of the 10% random draws"
+             if kept < 0.125 else
+             "each chosen position becomes [MASK] with probability 0.8, a random token with 0.1 "
+             "and stays unchanged with 0.1")
+
     # ---- the cap, and the minimum of one prediction
     long_ids = _pair_sequence(rng, 100, 97)
     for cap in (20, 5):

@@ -308,3 +308,11 @@ def test_a_missing_file_gets_a_hint_that_fits(tmp_path):
     with pytest.raises(LoadError) as err:
         load_module("linear", str(tmp_path))          # a directory without linear.py
     assert "linear.py" in err.value.hint and "import" not in err.value.hint
+
+
+def test_a_random_replacement_that_avoids_the_original_fails(tmp_path):
+    # BERT draws the random token from every ordinary id, the original one included
+    report, text = _solution_with(tmp_path, "mlm_masking", "int(rng.choice(ordinary))",
+                                  "int(rng.choice(ordinary[ordinary != ids[pos]]))")
+    assert not report.passed, text
+    assert "the original one included" in text
