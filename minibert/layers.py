@@ -34,6 +34,12 @@ def get_array_module(a):
     return np
 
 
+def _require(ok: bool, message: str) -> None:
+    """A layer's shape check: one clear line instead of NumPy's broadcasting error further in."""
+    if not ok:
+        raise ValueError(message)
+
+
 # --------------------------------------------------------------------------- linear
 def linear_forward(x, W, b):
     """y = x W^T + b, with W in PyTorch's [out, in] layout.
@@ -47,6 +53,9 @@ def linear_forward(x, W, b):
     a half-precision one: x is rounded to float16 and kept so for the
     backward, and y comes back in b's dtype (float32).
     """
+    _require(W.ndim == 2 and b.shape == (W.shape[0],) and x.ndim >= 1 and x.shape[-1] == W.shape[1],
+             f"linear_forward: x {tuple(x.shape)}, W {tuple(W.shape)}, b {tuple(b.shape)}; "
+             f"W is (out, in), so x must end in in = W.shape[1] and b be (out,)")
     if W.dtype == np.float16:
         with np.errstate(over="ignore"):   # beyond 65504 -> inf: the loss reports it
             x16 = x.astype(np.float16)
@@ -112,6 +121,10 @@ def embedding_forward(ids, W):
 
     ids: (B, T) int; W: (V, H)  ->  out: (B, T, H)
     """
+    if isinstance(ids, np.ndarray) and ids.size:     # (on a GPU the check would wait for the device)
+        _require(ids.dtype.kind in "iu" and 0 <= ids.min() and ids.max() < W.shape[0],
+                 f"embedding_forward: ids must be ints in [0, {W.shape[0]}) (the rows of W), "
+                 f"got {ids.dtype} from {ids.min()} to {ids.max()}")
     return W[ids], (ids, W.shape)
 
 
@@ -138,6 +151,9 @@ def layernorm_forward(x, gamma, beta, eps):
     y = gamma * (x - mean) / sqrt(var + eps) + beta, with the biased variance.
     x: (..., H); gamma, beta: (H,)  ->  y: (..., H)
     """
+    _require(x.ndim >= 1 and gamma.shape == beta.shape == (x.shape[-1],),
+             f"layernorm_forward: x {tuple(x.shape)} is normalised over its last axis, so gamma and "
+             f"beta must be ({x.shape[-1] if x.ndim else '?'},); got {tuple(gamma.shape)} and {tuple(beta.shape)}")
     if fast.applies(x, gamma, beta):  # fast path: the same operations, row blocks on all cores
         return fast.layernorm_forward(x, gamma, beta, eps)
     if gpu_fused.applies(x, gamma, beta):  # GPU path: one block per row
@@ -306,6 +322,10 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
         P = softmax(S) over the keys, then dropout
         out = P v                            (B, A, T, D)
     """
+    _require(q.ndim == k.ndim == v.ndim == 4 and k.shape == v.shape and q.shape[:2] == k.shape[:2]
+             and q.shape[3] == k.shape[3],
+             f"attention_forward: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}; each must "
+             f"be (B, A, T, D) with the same B, A and D (split_heads makes them from (B, T, H))")
     scale = 1.0 / math.sqrt(q.shape[-1])
     if fast.applies(q, k, v):
         # fast path: the B*A small products spread over the cores (one BLAS thread each), then
@@ -395,6 +415,9 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
     The log-softmax is computed stably as z - max - log(sum(exp(z - max))).
     With no labelled row the loss is 0 (and so is its gradient).
     """
+    _require(logits.ndim == 2 and tuple(labels.shape) == (logits.shape[0],),
+             f"softmax_cross_entropy_forward: logits must be (N, C) and labels (N,), got "
+             f"{tuple(logits.shape)} and {tuple(labels.shape)}")
     if fast.applies(logits) and logits.ndim == 2:
         # fast path: fused, per row block; keeps two numbers per row instead of log p
         return fast.softmax_cross_entropy_forward(logits, labels, ignore_index)

@@ -194,3 +194,20 @@ def test_cross_entropy_with_no_label_is_zero(rng):
     loss, cache = L.softmax_cross_entropy_forward(logits, np.full(3, -100))
     assert loss == 0.0
     assert not L.softmax_cross_entropy_backward(1.0, cache).any()
+
+
+def test_layers_name_a_shape_mismatch_in_one_line():
+    x = np.ones((4, 8))
+    cases = [
+        (lambda: L.linear_forward(x, np.ones((5, 7)), np.ones(5)), r"linear_forward: x \(4, 8\), W \(5, 7\)"),
+        (lambda: L.linear_forward(x, np.ones((5, 8)), np.ones(8)), "b be \\(out,\\)"),
+        (lambda: L.layernorm_forward(x, np.ones(7), np.ones(7), 1e-12), r"gamma and beta must be \(8,\)"),
+        (lambda: L.embedding_forward(np.array([[1, 9]]), np.ones((5, 3))), r"ids must be ints in \[0, 5\)"),
+        (lambda: L.embedding_forward(np.array([[1.0]]), np.ones((5, 3))), "got float64"),
+        (lambda: L.attention_forward(np.ones((2, 2, 3, 4)), np.ones((2, 2, 3, 5)), np.ones((2, 2, 3, 5)), None),
+         "same B, A and D"),
+        (lambda: L.softmax_cross_entropy_forward(np.ones((3, 5)), np.zeros(4, dtype=int)), r"labels \(N,\)"),
+    ]
+    for call, match in cases:
+        with pytest.raises(ValueError, match=match):
+            call()
