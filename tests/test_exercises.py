@@ -173,6 +173,13 @@ def _solution_with(tmp_path, name, old, new):
     return report, report.render()
 
 
+def _failing_solution(tmp_path, name, old, new):
+    """``_solution_with``, which must fail: (report, text)."""
+    report, text = _solution_with(tmp_path, name, old, new)
+    assert report.status == "fail", text
+    return report, text
+
+
 FLOAT32 = {   # results returned in float32: float32 rounding lies below the 1e-7 threshold
     "linear dx": ("linear", "return dx, dW, db", "return dx.astype('float32'), dW, db", "dx"),
     "layernorm dx": ("layernorm", "return dx, dgamma, dbeta", "return dx.astype('float32'), dgamma, dbeta",
@@ -188,8 +195,7 @@ FLOAT32 = {   # results returned in float32: float32 rounding lies below the 1e-
 @pytest.mark.parametrize("case", list(FLOAT32))
 def test_a_float32_result_fails_and_says_so(tmp_path, case):
     name, old, new, what = FLOAT32[case]
-    report, text = _solution_with(tmp_path, name, old, new)
-    assert report.status == "fail", text
+    report, text = _failing_solution(tmp_path, name, old, new)
     assert f"{what}: the check runs in float64; your code returned float32" in text
     assert not any("flatten" in h for h in report.hints), text
 
@@ -230,8 +236,7 @@ IN_PLACE = {   # changing an argument in place: the returned values are right, t
 @pytest.mark.parametrize("case", list(IN_PLACE))
 def test_changing_an_argument_in_place_fails_and_says_which(tmp_path, case):
     name, old, new, message = IN_PLACE[case]
-    report, text = _solution_with(tmp_path, name, old, new)
-    assert report.status == "fail", text
+    report, text = _failing_solution(tmp_path, name, old, new)
     assert message in text
     assert any("residual connection" in h or "used again" in h for h in report.hints), text
     # the values are right: no gradient check fails, so the backward pass is not blamed
@@ -270,8 +275,7 @@ HINTS = {   # usual mistakes and a piece of the hint each must get
 @pytest.mark.parametrize("case", list(HINTS))
 def test_usual_mistake_gets_its_hint(tmp_path, case):
     name, old, new, hint = HINTS[case]
-    report, text = _solution_with(tmp_path, name, old, new)
-    assert report.status == "fail", text
+    report, text = _failing_solution(tmp_path, name, old, new)
     assert any(hint in h for h in report.hints), text
 
 
@@ -286,9 +290,8 @@ def test_hints_that_do_not_fit_are_not_given(tmp_path):
 
 @pytest.mark.parametrize("valid", ["labels != -100", "labels >= 0"])
 def test_cross_entropy_must_use_its_ignore_index(tmp_path, valid):
-    report, text = _solution_with(tmp_path, "cross_entropy", "valid = labels != ignore_index",
-                                  f"valid = {valid}")
-    assert report.status == "fail", text
+    report, text = _failing_solution(tmp_path, "cross_entropy", "valid = labels != ignore_index",
+                                     f"valid = {valid}")
     assert any("ignore_index argument" in h for h in report.hints), text
 
 
