@@ -99,7 +99,7 @@ def clear_previous_demo(out: Path) -> None:
 
 
 def _written_by_a_run(name: str) -> bool:
-    return (name in (*OUTPUT_NAMES, RUN_NAME, MARKER, METRICS_NAME + ".tmp")
+    return (name in (*OUTPUT_NAMES, RUN_NAME, MARKER, Path(METRICS_NAME).with_suffix(".tmp").name)
             or (name.startswith("checkpoint-") and name.endswith(".npz"))
             or (name.startswith(".checkpoint-") and name.endswith(".tmp")))
 

@@ -135,10 +135,10 @@ def check_args(a: TrainArgs) -> BertConfig:
     config = load_model_config(a.config)
     if a.dropout is not None:
         config.hidden_dropout_prob = config.attention_probs_dropout_prob = a.dropout
-    # [CLS] A [SEP] B [SEP] needs 3 special tokens and at least one token on each side
     if config.type_vocab_size < 2:
         raise ValueError(f"the model config has type_vocab_size={config.type_vocab_size}; pre-training "
                          f"needs 2 (segment A and segment B of each NSP pair)")
+    # [CLS] A [SEP] B [SEP] needs 3 special tokens and at least one token on each side
     if not 5 <= a.seq_len <= config.max_position_embeddings:
         raise ValueError(f"--seq-len must be between 5 ([CLS] A [SEP] B [SEP]) and the config's "
                          f"max_position_embeddings={config.max_position_embeddings}, got {a.seq_len}")
@@ -276,7 +276,6 @@ def load_run_corpus(a: TrainArgs) -> Corpus:
 
 def prepare_data(a: TrainArgs, out: Path, log=print):
     """Corpus, tokenizer, training stream and fixed held-out batches."""
-    from .corpus import load_corpus
     from .pretraining_data import build_pretraining_dataset
     from .tokenizer import WordPieceTokenizer, train_wordpiece
 
@@ -324,9 +323,9 @@ def _why_no_is_next(train, seq_len: int) -> str:
     share = 1.0 - train.not_next_share()
     if share < 0.02:
         return (f"only {share:.1%} of the training instances are IsNext either. IsNext needs two "
-                f"sentences of one document in one sequence of --seq-len {seq_len} tokens: either the sentences are "
-                f"longer than that (raise --seq-len), or each document is a single line (in the bert "
-                f"format every line is one sentence, and a blank line ends a document)")
+                f"sentences of one document in one sequence of --seq-len {seq_len} tokens: either "
+                f"the sentences are longer than that (raise --seq-len), or each document is a single "
+                f"line (in the bert format every line is one sentence, and a blank line ends a document)")
     return (f"{share:.1%} of the training instances are IsNext, but none of the held-out ones; "
             f"raise --heldout-fraction")
 
