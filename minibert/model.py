@@ -26,16 +26,8 @@ from .params import ParamSpec, ParamStore
 
 
 def _host_array(value):
-    """A weight as an array: NumPy and CuPy arrays as they are, PyTorch tensors via NumPy.
-
-    bfloat16 tensors are widened to float32 first (exact: bfloat16 is the
-    upper half of a float32), since NumPy has no bfloat16.
-    """
-    if hasattr(value, "detach"):                       # a torch.Tensor
-        t = value.detach().cpu()
-        if str(t.dtype) == "torch.bfloat16":
-            t = t.float()
-        return t.numpy()
+    """A weight as an array: NumPy and CuPy arrays as they are, PyTorch tensors via NumPy."""
+    value = _untorch(value)
     if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic):
         arr = value
     else:
@@ -49,9 +41,14 @@ def _host_array(value):
 
 
 def _untorch(value):
-    """A PyTorch tensor (e.g. from a tokenizer's ``return_tensors="pt"``) as a NumPy array."""
+    """A PyTorch tensor (a checkpoint's weight, a tokenizer's ``return_tensors="pt"``) as a NumPy array.
+
+    bfloat16 is widened to float32 first (exact: a bfloat16 is the upper half
+    of a float32), since NumPy has no bfloat16.
+    """
     if hasattr(value, "detach") and hasattr(value, "numpy"):
-        return value.detach().cpu().numpy()
+        t = value.detach().cpu()
+        return (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
     return value
 
 
