@@ -53,8 +53,8 @@ def _pretrain_parser(sub):
                         "'plain' = ordinary text, one document per paragraph (default: %(default)s)")
     g.add_argument("--data-dir", help="a local folder holding wiki.valid.raw / wiki.test.raw (WikiText-2)")
     g.add_argument("--vocab", help="a BERT vocab.txt; without it a vocabulary is trained on the corpus")
-    g.add_argument("--vocab-size", type=int, default=d.vocab_size,
-                   help="size of the trained vocabulary (default: %(default)s)")
+    g.add_argument("--vocab-size", type=int, default=None,
+                   help=f"size of the trained vocabulary (default: {d.vocab_size}; not with --vocab)")
     g.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sequence (default: %(default)s)")
     g.add_argument("--dupe-factor", type=int, default=d.dupe_factor,
                    help="times the corpus is cut into instances, each time differently (default: %(default)s)")
@@ -101,8 +101,11 @@ def _pretrain_parser(sub):
 
 
 def _train_args(ns) -> TrainArgs:
+    if ns.vocab is not None and ns.vocab_size is not None:
+        raise ValueError("--vocab-size sets the size of a vocabulary trained on the corpus; with --vocab "
+                         "the vocabulary is that file (give one or the other)")
     names = {f.name for f in fields(TrainArgs)}
-    return TrainArgs(**{k: v for k, v in vars(ns).items() if k in names})
+    return TrainArgs(**{k: v for k, v in vars(ns).items() if k in names and v is not None})
 
 
 TOKENIZER_HELP = """\

@@ -326,6 +326,7 @@ def test_resume_survives_a_last_metrics_line_cut_short(corpus_file, tmp_path):
     (["--eval-instances", "1"], "--eval-instances must be at least 2"),
     (["--seq-len", "8"], "raise --seq-len"),
     (["--data-dir", "/tmp"], "--data-dir is where WikiText-2 is read from"),
+    (["--vocab", "/tmp/any-vocab.txt"], "--vocab-size sets the size of a vocabulary trained"),
 ])
 def test_more_bad_settings_name_their_cause(corpus_file, tmp_path, capsys, extra, expected):
     code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"),
