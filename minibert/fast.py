@@ -104,7 +104,7 @@ def applies(*arrays) -> bool:
 
 
 # ------------------------------------------------------------------ freed memory
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3     # mallopt parameters, <malloc.h>
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4     # mallopt parameters, <malloc.h>
 _malloc_tuned = None
 
 
@@ -115,11 +115,16 @@ def keep_freed_memory() -> bool:
     gigabyte for ``mini``).  By default glibc hands freed memory back to the
     kernel, so the next step takes it again page by page: 38,000 page faults
     per ``mini`` step, each one a trip into the kernel to map and zero 4 KiB,
-    a quarter of the step on a 2-core machine.  Two settings stop that:
-    memory freed at the top of the heap stays with the process (trim
-    threshold), and arrays under 32 MiB come from the heap rather than from
-    their own mapping (mmap threshold, at glibc's maximum).  Peak memory is
-    unchanged; the process simply keeps its peak between steps.
+    a quarter of the step on a 2-core machine.  Large arrays are worse: glibc
+    gives every allocation over 32 MiB a mapping of its own (the MLM logits
+    and their gradient, 74 MB each for ``mini``) and unmaps it when freed, so
+    each step the kernel finds and zeroes fresh huge pages for them again
+    (the MLM cross-entropy's backward took 45 ms in a step instead of 11).
+    Two settings stop both: memory freed at the top of the heap stays with
+    the process (trim threshold), and every allocation, whatever its size,
+    comes from the heap rather than from a mapping of its own (mmap count 0).
+    Peak memory is unchanged; the process simply keeps its peak between
+    steps.
 
     Called once by a model created on the CPU while the fast paths are on.
     Does nothing elsewhere (not glibc, or ``MINIBERT_FAST=0``).  Returns
@@ -136,7 +141,7 @@ def keep_freed_memory() -> bool:
                 libc = ctypes.CDLL(None)
                 mallopt = libc.mallopt
                 _malloc_tuned = bool(mallopt(_M_TRIM_THRESHOLD, (1 << 31) - 1)
-                                     and mallopt(_M_MMAP_THRESHOLD, 32 << 20))
+                                     and mallopt(_M_MMAP_MAX, 0))
             except (OSError, AttributeError):   # no glibc (macOS, musl): nothing to do
                 pass
     return _malloc_tuned
