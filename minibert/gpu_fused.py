@@ -25,7 +25,9 @@ formulas as one kernel:
 The reference stays the definition: each kernel repeats its formula with
 the same operations (the reductions sum in a different order), and
 ``tests/test_gpu.py`` checks every kernel against the reference within
-stated tolerances, in float32 and float64.  Switches: these paths run for
+stated tolerances, in float32 and float64.  Where there is no GPU,
+``tests/test_gpu_kernels_on_cpu.py`` runs the same CUDA source compiled for
+the CPU (``tests/cuda_on_cpu.py``) against the reference.  Switches: these paths run for
 CuPy arrays of float32 or float64 when ``minibert.fast`` is enabled; set
 ``MINIBERT_FAST=0`` (or ``minibert.fast.set_enabled(False)``) to run the
 reference code on the GPU too.
@@ -45,13 +47,19 @@ from . import fast
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
+def on_device(a) -> bool:
+    """Whether ``a`` is a CuPy array.  (``tests/cuda_on_cpu.py`` swaps this for a NumPy
+    test, to run these kernels, compiled for the CPU, where no GPU is present.)"""
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
 def applies(*arrays) -> bool:
     """True for CuPy arrays, all float32 or all float64, C-contiguous, with fast paths enabled."""
     if not fast.enabled() or not arrays:
         return False
     dtype = getattr(arrays[0], "dtype", None)
     for a in arrays:
-        if type(a).__module__.split(".")[0] != "cupy":
+        if not on_device(a):
             return False
         if a.dtype != dtype or a.dtype not in _CTYPES or not a.flags.c_contiguous:
             return False

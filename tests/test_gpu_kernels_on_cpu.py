@@ -1,0 +1,261 @@
+"""The CUDA kernels of ``minibert/gpu_fused.py``, run on the CPU against the reference code.
+
+``tests/test_gpu.py`` checks them on a GPU and skips without one.  Here the same CUDA
+source is compiled for the CPU (``tests/cuda_on_cpu.py``: threads as fibers, real
+barriers and warp shuffles) and NumPy arrays are routed through the GPU paths of
+``layers.py``, ``optim.py`` and the model, so that a wrong index, a barrier in a branch,
+a kernel argument of the wrong type or a missing guard fails here too.  What this cannot
+check (CuPy itself, the GPU's arithmetic, speed) stays with ``test_gpu.py``.
+"""
+import sys
+
+import numpy as np
+import pytest
+
+import minibert as mb
+from minibert import fast, gpu_fused, layers as L
+from conftest import padded_batch
+import cuda_on_cpu
+
+REASON = cuda_on_cpu.unavailable()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+TOL = {"float64": 1e-12, "float32": 2e-6}
+KERNEL_FUNCTIONS = ("layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward",
+                    "dropout_forward", "attention_probs", "attention_dscores", "adamw_step")
+
+
+def _clear_kernel_caches():
+    for cached in (gpu_fused._raw, gpu_fused._dummy, gpu_fused._elementwise):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def kernels(monkeypatch):
+    """NumPy arrays take the GPU paths; returns the names of the gpu_fused functions called."""
+    monkeypatch.setitem(sys.modules, "cupy", cuda_on_cpu.fake_cupy())
+    monkeypatch.setattr(gpu_fused, "on_device", lambda a: isinstance(a, np.ndarray))
+    monkeypatch.setattr(fast, "applies", lambda *arrays: False)  # the CPU fast paths would come first
+    called = []
+    for name in KERNEL_FUNCTIONS:
+        def spy(*a, _fn=getattr(gpu_fused, name), _name=name, **k):
+            called.append(_name)
+            return _fn(*a, **k)
+        monkeypatch.setattr(gpu_fused, name, spy)
+    _clear_kernel_caches()
+    try:
+        yield called
+    finally:
+        _clear_kernel_caches()    # a real GPU later in the same process compiles its own
+
+
+class reference:
+    """The reference code of layers.py (the GPU paths off)."""
+
+    def __enter__(self):
+        fast.set_enabled(False)
+
+    def __exit__(self, *exc):
+        fast.set_enabled(True)
+
+
+def _close(a, b, dtype, name=""):
+    err = np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
+    assert err < TOL[dtype], f"{name}: relative error {err:.2e}"
+
+
+def _uniforms(seed, dtype):
+    """Two generators giving the same uniform draws, one for each path."""
+    def make():
+        g = np.random.default_rng(seed)
+        return lambda shape: g.random(shape, dtype=dtype)
+    return make(), make()
+
+
+# ------------------------------------------------------------------ the stand-in itself
+def test_the_stand_in_catches_what_would_break_a_gpu(kernels):
+    cupy = sys.modules["cupy"]
+    x = np.zeros(64, np.float32)
+    # a __syncthreads() that half of the block never reaches: a hang on a GPU
+    diverge = cupy.RawKernel('typedef float T;\nextern "C" __global__ void k(T* x) {\n'
+                             "    if (threadIdx.x < 32) __syncthreads();\n    x[threadIdx.x] = 1; }", "k")
+    with pytest.raises(RuntimeError, match="barrier"):
+        diverge((1,), (64,), (x,))
+    # a 64-bit integer for an int parameter, a Python float for a float one
+    scale = cupy.RawKernel('typedef float T;\nextern "C" __global__ void s(T* x, const int n, const T a) '
+                           "{ if (threadIdx.x < n) x[threadIdx.x] *= a; }", "s")
+    with pytest.raises(TypeError, match="int"):
+        scale((1,), (64,), (x, np.int64(64), np.float32(2)))
+    with pytest.raises(TypeError, match="float"):
+        scale((1,), (64,), (x, np.int32(64), 2.0))
+    with pytest.raises(TypeError, match="float64"):
+        scale((1,), (64,), (x.astype(np.float64), np.int32(64), np.float32(2)))
+    with pytest.raises(ValueError, match="grid of 0"):
+        scale((0,), (64,), (x, np.int32(64), np.float32(2)))
+    x[:] = 3
+    scale((1,), (64,), (x, np.int32(40), np.float32(2)))
+    assert x[:40].tolist() == [6.0] * 40 and x[40:].tolist() == [3.0] * 24
+    # a block sum over threads that are not whole warps
+    with pytest.raises(ValueError, match="warps"):
+        gpu_fused._kernel("layernorm_fwd", gpu_fused._LAYERNORM_FWD, np.float32)(
+            (1,), (48,), (x, x, x, x, x, x, np.int32(8), np.float32(1e-12)))
+
+
+def test_a_wrong_kernel_fails_the_comparison(kernels, monkeypatch, rng):
+    # the variance divided by H - 1 instead of H: the comparisons below must see it
+    wrong = gpu_fused._LAYERNORM_FWD.replace("block_sum(ss, sh) / T(H)", "block_sum(ss, sh) / T(H - 1)")
+    assert wrong != gpu_fused._LAYERNORM_FWD
+    monkeypatch.setattr(gpu_fused, "_LAYERNORM_FWD", wrong)
+    x, g, b = rng.standard_normal((5, 64)), rng.standard_normal(64), rng.standard_normal(64)
+    y, _ = L.layernorm_forward(x, g, b, 1e-12)
+    with reference():
+        y_ref, _ = L.layernorm_forward(x, g, b, 1e-12)
+    with pytest.raises(AssertionError, match="relative error"):
+        _close(y, y_ref, "float64")
+
+
+# ------------------------------------------------------------------------ the kernels
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("H", [20, 96, 300])    # fewer threads than 32, three warps, rows > 256 threads
+def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, rng):
+    x = (rng.standard_normal((6, 7, H)) * 3 + 1).astype(dtype)
+    gamma, beta = rng.standard_normal(H).astype(dtype), rng.standard_normal(H).astype(dtype)
+    dy = rng.standard_normal(x.shape).astype(dtype)
+    u_kernel, u_ref = _uniforms(3, dtype)
+    runs = []
+    for path in ("kernel", "reference"):
+        with (reference() if path == "reference" else _nothing()):
+            y, cache = L.layernorm_forward(x, gamma, beta, 1e-12)
+            out = {"layernorm y": y}
+            out.update(zip(("layernorm dx", "dgamma", "dbeta"), L.layernorm_backward(dy, cache)))
+            for act in ("none", "tanh"):
+                g, c = L.gelu_forward(x, act)
+                out[f"gelu {act}"], out[f"gelu {act} dx"] = g, L.gelu_backward(dy, c)
+            out["dropout y"], out["dropout mask"] = L.dropout_forward(
+                x, 0.1, u_kernel if path == "kernel" else u_ref, True)
+            runs.append(out)
+    assert set(KERNEL_FUNCTIONS[:5]) <= set(kernels)          # the kernels ran
+    for name in runs[0]:
+        _close(runs[0][name], runs[1][name], dtype, name)
+    np.testing.assert_array_equal(runs[0]["dropout mask"], runs[1]["dropout mask"])
+
+
+class _nothing:
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        pass
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("T", [40, 300])
+def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
+    B, A, D = (3, 2, 8) if T == 40 else (1, 1, 4)
+    q, k, v, dout = (rng.standard_normal((B, A, T, D)).astype(dtype) for _ in range(4))
+    mask = np.ones((B, T), dtype=np.int64)
+    if B == 3:
+        mask[1, 25:] = 0
+        mask[2] = 0                  # a sequence with every key masked
+    bias = L.attention_mask_bias(mask, dtype)
+    u_kernel, u_ref = _uniforms(5, dtype)
+    out_k, cache_k = L.attention_forward(q, k, v, bias, 0.1, u_kernel, train)
+    grads_k = L.attention_backward(dout, cache_k)
+    assert kernels == ["attention_probs", "attention_dscores"]
+    with reference():
+        out_r, cache_r = L.attention_forward(q, k, v, bias, 0.1, u_ref, train)
+        grads_r = L.attention_backward(dout, cache_r)
+    _close(out_k, out_r, dtype, "context")
+    for name, a, b in zip(("dq", "dk", "dv"), grads_k, grads_r):
+        _close(a, b, dtype, name)
+    assert not np.isnan(out_k).any()
+
+
+def _small_config(**kw):
+    return mb.BertConfig(vocab_size=301, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+                         intermediate_size=72, max_position_embeddings=32, **kw)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_adamw_kernel_matches_the_reference(dtype, bias_correction, kernels, rng):
+    from minibert.optim import AdamW
+    models = [mb.BertForPreTraining(_small_config(), seed=2, dtype=dtype) for _ in range(2)]
+    opts = [AdamW(m.params, lr=1e-2, weight_decay=0.1, bias_correction=bias_correction) for m in models]
+    for step in range(3):
+        g = rng.standard_normal(models[0].params.grad.shape).astype(dtype)
+        for i, (m, opt) in enumerate(zip(models, opts)):
+            m.params.grad[...] = g
+            with (reference() if i else _nothing()):
+                opt.step(lr=1e-2 * (step + 1))
+    assert kernels.count("adamw_step") == 3
+    for name, a, b in (("weights", models[0].params.data, models[1].params.data),
+                       ("m", opts[0].m, opts[1].m), ("v", opts[0].v, opts[1].v)):
+        _close(a, b, dtype, "AdamW " + name)
+
+
+# ------------------------------------------------------------------ the model on them
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_training_steps_through_the_kernels_follow_the_reference(dtype, tol, kernels, rng):
+    """Three steps with dropout on: the same losses and weights, the same dropout masks."""
+    from minibert.optim import AdamW
+    batch = padded_batch(rng, 301)
+    batch["attention_mask"][2] = 0      # a fully padded sequence as well
+    runs = []
+    for path in ("kernel", "reference"):
+        m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+                                  seed=3, dtype=dtype)
+        opt = AdamW(m.params, lr=1e-3)
+        losses = []
+        with (reference() if path == "reference" else _nothing()):
+            for step in range(3):
+                m.seed_dropout((0, step))
+                losses.append(float(m.forward(**batch, train=True).loss))
+                m.backward()
+                opt.step()
+        runs.append((losses, m.params.data.copy()))
+    assert set(KERNEL_FUNCTIONS) <= set(kernels)
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=tol)
+    _close(runs[0][1], runs[1][1], "float32" if dtype == "float32" else "float64", "weights")
+    assert runs[0][0][-1] < runs[0][0][0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_batch_without_mlm_labels_launches_no_empty_grid(dtype, kernels, rng):
+    # the MLM head gets zero rows: a launch of no blocks would be a CUDA error
+    ids = rng.integers(5, 301, (2, 6))
+    kw = dict(mlm_labels=np.full((2, 6), -100), nsp_labels=np.array([0, 1]))
+    m = mb.BertForPreTraining(_small_config(), seed=2, dtype=dtype)
+    with reference():
+        ref = m.forward(ids, **kw, train=False)
+        m.backward()
+    g_ref = m.params.grad.copy()
+    out = m.forward(ids, **kw, train=False)
+    m.backward()
+    assert "layernorm_backward" in kernels
+    assert abs(float(out.loss) - float(ref.loss)) <= 1e-6 * float(ref.loss)
+    assert np.linalg.norm(m.params.grad - g_ref) <= 1e-5 * np.linalg.norm(g_ref)
+
+
+# ------------------------------------------------------------------- the CUDA compiler
+@pytest.mark.skipif(cuda_on_cpu.nvcc() is None, reason="no nvcc (CUDA toolkit) on this machine")
+@pytest.mark.parametrize("ctype", ["float", "double"])
+def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
+    """The same source through NVIDIA's compiler: what the host compiler accepts and CUDA would not."""
+    import subprocess
+    elementwise = gpu_fused._elementwise()
+    parts = [gpu_fused._REDUCE.replace("CTYPE", ctype), gpu_fused._LAYERNORM_FWD, gpu_fused._LAYERNORM_BWD,
+             gpu_fused._ATTENTION_FWD, gpu_fused._ATTENTION_BWD]
+    for k in elementwise.values():
+        k = getattr(k, "map", k)                      # a reduction: its per-element expression
+        parts.append(k.cuda_source(ctype))
+    source = tmp_path / "kernels.cu"
+    source.write_text("\n".join(parts))
+    done = subprocess.run([cuda_on_cpu.nvcc(), "--ptx", "-arch=sm_80", "--std=c++14", str(source),
+                           "-o", str(tmp_path / "kernels.ptx")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ptx = (tmp_path / "kernels.ptx").read_text()
+    for name in ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
+                 "minibert_gelu_fwd", "minibert_colsum_prod_map"):
+        assert f".entry {name}(" in ptx, name
