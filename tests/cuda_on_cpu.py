@@ -178,7 +178,7 @@ def unavailable():
                 x = np.zeros(4, np.float32)
                 _launch(lib, [x.ctypes.data], 3, 4)
                 _status = "" if x.tolist() == [2.0] * 4 else "the CPU stand-in for CUDA gave a wrong result"
-            except RuntimeError as exc:
+            except (RuntimeError, OSError) as exc:
                 _status = f"the CPU stand-in for CUDA does not build here: {str(exc)[:200]}"
     return _status or None
 
