@@ -187,6 +187,8 @@ def check_layernorm(r: Report) -> None:
         ((x - mu) * rstd, "scale by gamma and shift by beta after normalising"),
         (gamma * (x - x.mean()) / x.std() + beta,
          "normalise each row over the last axis (axis=-1, keepdims=True), not the whole array"),
+        (gamma * (x - mu) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) + beta,
+         "use the eps argument (here 1e-5), not a fixed value"),
     ]
     compare(r, "forward vs minibert", y, want, known=known)
 
@@ -214,6 +216,16 @@ def check_layernorm(r: Report) -> None:
                known=[((dy * xhat).sum(axis=(0, 1)) / 6, "sum over the rows, do not average")])
     grad_check(r, "dbeta", f, beta, dy, db,
                known=[(dy.mean(axis=(0, 1)), "dbeta is the sum of dy over the rows, not the mean")])
+
+    # ---- x is (..., H): any number of leading axes, here none but the rows
+    x2, dy2 = x.reshape(-1, H), dy.reshape(-1, H)
+    leading = "x is (..., H): sum dgamma and dbeta over every axis but the last, however many there are"
+    y2, cache2 = fwd(r, "layernorm_forward", x2, gamma, beta, eps)
+    grads2 = unpack(r, "layernorm_backward", bwd(r, "layernorm_backward", dy2, cache2), 3, "dx, dgamma, dbeta")
+    want2 = (want.reshape(-1, H),) + L.layernorm_backward(dy2, L.layernorm_forward(x2, gamma, beta, eps)[1])
+    for name, got, ref in zip(("y", "dx", "dgamma", "dbeta"), (y2,) + tuple(grads2), want2):
+        got = as_array(r, f"{name} for a 2-D x", got, ref.shape, leading)
+        compare(r, f"{name} for a 2-D x (6, {H}) vs minibert", got, ref, hint=leading)
 
 
 # ================================================================================= gelu
@@ -273,12 +285,14 @@ def check_softmax(r: Report) -> None:
         (e / e.sum(axis=0, keepdims=True), "normalise over the last axis (axis=-1), not axis 0"),
         (e / e.sum(), "normalise each row separately: sum over axis=-1 with keepdims=True"),
     ])
-    big = np.array([[1000.0, 1000.0, -1000.0], [-1000.0, 0.0, 1000.0]])
+    # the last row lies 2000 below the first: only its OWN maximum keeps its exp away from 0
+    big = np.array([[1000.0, 1000.0, -1000.0], [-1000.0, 0.0, 1000.0], [-1000.0, -1001.0, -1002.0]])
     pb, _ = fwd(r, "softmax_forward", big)
     pb = np.asarray(pb, dtype=np.float64)
     stable = pb.shape == big.shape and np.isfinite(pb).all()
-    r.require(stable, "finite for scores like 1000 (no overflow)",
-              "exp(1000) is inf: subtract the row maximum before exp (it cancels out)")
+    r.require(stable, "finite for scores like +-1000 (no overflow, no 0/0)",
+              "exp(1000) is inf: subtract the row maximum before exp (it cancels out); each row's own "
+              "maximum, x.max(axis=-1, keepdims=True), not that of the whole array or of |x|")
     compare(r, "forward for scores like 1000", pb, L.softmax_forward(big)[0])
 
     dp = rng.standard_normal(x.shape)
@@ -321,6 +335,12 @@ def check_attention(r: Report) -> None:
     out, cache = fwd(r, "attention_forward", q, k, v, mask)
     out = as_array(r, "out", out, want.shape, "out has q's shape (B, A, T, D)")
     compare(r, "forward vs minibert", out, want, known=known)
+
+    qb = q * 1000                # scores beyond 709, where exp overflows without the row maximum
+    ob, _ = fwd(r, "attention_forward", qb, k, v, mask)
+    stable = "subtract each row's maximum score before exp, as in the softmax exercise: exp(1000) is inf"
+    ob = as_array(r, "out for scores of size ~1000", ob, want.shape, stable)
+    compare(r, "forward for scores of size ~1000", ob, L.attention_forward(qb, k, v, bias)[0], hint=stable)
 
     v2 = v.copy()
     v2[1, :, 3:, :] = 1e3        # whatever sits at padded positions must not leak in
@@ -386,6 +406,13 @@ def check_cross_entropy(r: Report) -> None:
               "compute log-softmax as z - log(sum(exp(z))) with z = logits - row max; "
               "log(softmax) underflows to log(0)")
     compare(r, "loss for logits of size ~1000", lb, float(L.softmax_cross_entropy_forward(big, labels)[0]))
+    _, cb = fwd(r, "softmax_cross_entropy_forward", big, labels, hint=idx_hint)
+    stable = ("the backward pass must be stable too: take softmax = exp(log p) from the log-softmax of "
+              "the forward pass, or subtract the row maximum again; exp(logits) overflows")
+    db_ = as_array(r, "dlogits for logits of size ~1000", bwd(r, "softmax_cross_entropy_backward", 1.0, cb),
+                   big.shape, stable)
+    compare(r, "dlogits for logits of size ~1000", db_,
+            L.softmax_cross_entropy_backward(1.0, L.softmax_cross_entropy_forward(big, labels)[1]), hint=stable)
 
     none = np.full(N, -100)
     l0, c0 = fwd(r, "softmax_cross_entropy_forward", logits, none, hint=idx_hint)
@@ -451,10 +478,10 @@ def _pair_sequence(rng, n_a, n_b):
 def check_mlm_masking(r: Report) -> None:
     rng = np.random.default_rng(7)
 
-    def run(ids, seed, **kw):
+    def run(ids, seed, hint=None, **kw):
         kwargs = dict(vocab_size=_V, mask_id=_MASK, special_ids=list(_SPECIAL))
         kwargs.update(kw)
-        res = call(r, "mask_tokens", list(ids), np.random.default_rng(seed), **kwargs)
+        res = call(r, "mask_tokens", list(ids), np.random.default_rng(seed), hint=hint, **kwargs)
         masked, labels = unpack(r, "mask_tokens", res, 2, "masked_ids, labels")
         try:
             masked = [int(t) for t in masked]
@@ -480,16 +507,23 @@ def check_mlm_masking(r: Report) -> None:
     r.ok("returns masked_ids and labels, one entry per position")
 
     # ---- many sequences: the rules on every one, the proportions over all
-    lengths = [(4, 5), (18, 19), (30, 31), (48, 49), (60, 61)]
+    # (21 tokens: round gives 3 predictions, ceil 4; 12 tokens: round 2, floor 1)
+    lengths = [(4, 5), (8, 10), (18, 19), (30, 31), (48, 49), (60, 61)]
     n_seq = 600
     bad = {k: 0 for k in ("label", "unchosen", "special", "count", "value")}
     n_more = 0                    # sequences with more predictions than n
     counts_by_len: dict[int, set] = {}
     n_mask = n_random = n_keep = 0
     randoms = []
+    n_many = n_mixed = 0          # sequences with 5+ predictions; those whose fates differ
+    n_two_random = n_same_random = 0
     for i in range(n_seq):
         na, nb = lengths[i % len(lengths)]
         ids = np.array(_pair_sequence(rng, na, nb))
+        if i % 4 == 3:            # [UNK] and [MASK] inside, [PAD] after: special ids, never chosen
+            ids[rng.integers(1, na)] = _UNK
+            ids[na + 2] = _MASK
+            ids = np.concatenate([ids, np.full(int(rng.integers(1, 6)), _PAD)])
         masked, labels = run(ids.tolist(), 1000 + i)
         chosen = labels != -100
         special = np.isin(ids, _SPECIAL)
@@ -510,6 +544,12 @@ def check_mlm_masking(r: Report) -> None:
         n_keep += int(is_keep.sum())
         n_random += int(is_rand.sum())
         randoms.extend(new[is_rand].tolist())
+        if chosen.sum() >= 5:
+            n_many += 1
+            n_mixed += int(len({bool(a) for a in is_mask}) > 1 or len({bool(a) for a in is_keep}) > 1)
+        if is_rand.sum() >= 2:
+            n_two_random += 1
+            n_same_random += int(len(set(new[is_rand].tolist())) == 1)
 
     every = all(c == {L_} for L_, c in counts_by_len.items())
     r.expect(bad["label"] == 0, "labels hold the ORIGINAL id at predicted positions",
@@ -532,12 +572,23 @@ def check_mlm_masking(r: Report) -> None:
         elif max(max(c) for c in counts_by_len.values()) > 20:
             hint = "at most max_predictions positions are chosen per sequence"
         else:
-            hint = "n = min(max_predictions, max(1, round(len(ids) * mlm_probability))), counting every token"
+            hint = ("n = min(max_predictions, max(1, round(len(ids) * mlm_probability))), counting every "
+                    "token ([PAD] too), rounded to the nearest integer (not math.ceil, not int())")
         r.fail(f"the number of predicted positions is wrong in {bad['count']} of {n_seq} sequences", hint)
     else:
         r.ok("round(15% of the tokens) chosen in every sequence")
     r.expect(bad["value"] == 0, "random replacements are ordinary ids in [0, vocab_size)",
              "draw random replacements from range(vocab_size) without special_ids")
+    # 5+ predictions all with the same fate: 0.8^5 = 33% at most if each position draws its own
+    r.expect(n_many and n_mixed >= 0.5 * n_many,
+             f"each predicted position draws its own fate ({n_mixed} of {n_many} sequences with 5+ "
+             f"predictions mix [MASK], random and unchanged)",
+             "draw the 80/10/10 choice anew for EACH chosen position (rng.random() inside the loop), "
+             "not once per sequence")
+    r.expect(n_two_random == 0 or n_same_random <= 0.2 * n_two_random,
+             f"each random replacement is a fresh draw ({n_same_random} of {n_two_random} sequences with "
+             f"2+ random replacements used one token for all)",
+             "draw a new random token for each position that gets one, inside the loop")
 
     total = n_mask + n_random + n_keep
     if total:
@@ -600,6 +651,36 @@ def check_mlm_masking(r: Report) -> None:
     _, labels = run([_CLS, 77, _SEP], 3)
     r.expect(int((labels != -100).sum()) == 1, "a 3-token sequence still gets 1 prediction",
              "n = max(1, round(...)): at least one prediction")
+
+    # ---- fewer candidates than n: all of them (none at all: nothing is predicted)
+    few = "n is at most the number of candidates: n = min(max_predictions, max(1, round(...)), len(candidates))"
+    masked, labels = run([_CLS, _SEP], 4, hint=few)
+    r.expect(masked.tolist() == [_CLS, _SEP] and (labels == -100).all(),
+             "[CLS] [SEP] alone: nothing to predict, nothing changed", few)
+    padded = [_CLS, 77, _SEP] + [_PAD] * 10         # n = round(13 * 0.15) = 2, one candidate
+    _, labels = run(padded, 5, hint=few)
+    r.expect(labels.tolist() == [-100, 77] + [-100] * 11,
+             "[CLS] x [SEP] + 10 [PAD]: the one candidate is predicted, no [PAD]", few)
+
+    # ---- the arguments: another mlm_probability, special ids that are not the smallest ids
+    ids = _pair_sequence(rng, 18, 19)
+    _, labels = run(ids, 6, mlm_probability=0.3)
+    r.expect(int((labels != -100).sum()) == 12, "mlm_probability=0.3 on 40 tokens: 12 predictions",
+             "use the mlm_probability argument, not a fixed 0.15")
+    special = [0, 100, 101, 102, 103]                 # BERT's own: [PAD] 0, [UNK] 100, ..., [MASK] 103
+    ordinary = np.array([t for t in range(110) if t not in special])
+    wrong = 0
+    for i in range(400):
+        ids = [101] + rng.choice(ordinary, 18).tolist() + [102] + rng.choice(ordinary, 19).tolist() + [102]
+        masked, labels = run(ids, 7000 + i, vocab_size=110, mask_id=103, special_ids=special)
+        chosen = labels != -100
+        new_ids = masked[chosen]
+        changed = new_ids != np.array(ids)[chosen]
+        wrong += int(np.isin(new_ids[changed & (new_ids != 103)], special).any()
+                     or np.isin(np.array(ids)[chosen], special).any())
+    r.expect(wrong == 0, "with BERT's special ids (0, 100-103) no special token is chosen or drawn",
+             "take the special ids from special_ids: they need not be the smallest ids "
+             "(BERT's are 0 and 100 to 103), so draw from range(vocab_size) without them")
 
     # ---- reproducible from rng alone
     a = run(ids, 123)
@@ -732,6 +813,16 @@ def check_nsp_pairing(r: Report) -> None:
     if n_last:
         r.expect(n_last_not_next == n_last, "A = the last sentence of a document always gives NotNext",
                  "when sent_index is the last sentence there is no true next one: make it NotNext")
+    # ---- the 50/50 is a draw for every example, not a rule of the indices
+    shares = []
+    for d, s in ((0, 0), (1, 2), (3, 4), (5, 1)):
+        labels = [run(docs, d, s, 30000 + 997 * d + i, 64)[2] for i in range(200)]
+        shares.append(labels.count(0) / len(labels))
+    r.expect(all(0.35 < x < 0.65 for x in shares),
+             "the same A gets IsNext about half the time over different seeds ("
+             + ", ".join(f"{x:.2f}" for x in shares) + ")",
+             "decide IsNext or NotNext with a random draw from rng for every example "
+             "(rng.random() < 0.5), not from doc_index or sent_index")
 
     # ---- a NotNext B: uniform over the other documents, and over their sentences
     seen_docs = np.zeros(len(docs))
@@ -754,6 +845,7 @@ def check_nsp_pairing(r: Report) -> None:
 
     # ---- truncation
     long_docs, long_owner = _documents(np.random.default_rng(9), [4, 4, 4], lengths=(6, 14))
+    long_snapshot = [[list(s) for s in d] for d in long_docs]
     trunc_bad = None
     for i in range(300):
         d, s = i % 3, i % 4
@@ -780,6 +872,9 @@ def check_nsp_pairing(r: Report) -> None:
                                           "(B on a tie), so neither is cut more than needed")
     r.expect(trunc_bad is None, "long pairs are truncated to max_len, from the longer segment",
              trunc_bad)
+    r.expect(long_docs == long_snapshot, "truncation leaves the documents unchanged",
+             "copy the sentences (list(...)) before truncating them: pop() on documents[d][s] itself "
+             "shortens the caller's corpus for every later example")
 
     # ---- reproducible from rng alone
     x = run(docs, 3, 2, 77, 64)
@@ -822,6 +917,8 @@ def _variant_adamw(p, grads, decay, *, mode="decoupled", bias_correction=True, e
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bias_correction else (m, v)
+        if bias_correction == "swapped":
+            mh, vh = m / (1 - b2 ** t), v / (1 - b1 ** t)
         denom = np.sqrt(vh + eps) if eps_inside else np.sqrt(vh) + eps
         new = p - lr * mh / denom
         if decay and mode == "after":
@@ -871,6 +968,9 @@ def check_adamw(r: Report) -> None:
                        "decay=False (biases, LayerNorm) means no weight decay at all for this tensor")]
         known += [(_variant_adamw(p0, grads, decay, bias_correction=False),
                    "bias correction is missing: m_hat = m / (1 - beta1**t), v_hat = v / (1 - beta2**t)"),
+                  (_variant_adamw(p0, grads, decay, bias_correction="swapped"),
+                   "the bias corrections are swapped: m_hat = m / (1 - beta1**t) goes with beta1, "
+                   "v_hat = v / (1 - beta2**t) with beta2"),
                   (_variant_adamw(p0, grads, decay, eps_inside=True),
                    "eps goes outside the square root: sqrt(v_hat) + eps")]
         for what, how in (("m", "m = beta1 * m + (1 - beta1) * grad (store m itself, not m_hat)"),
@@ -887,6 +987,23 @@ def check_adamw(r: Report) -> None:
             r.ok(f"{line:<44s} max_rel_error {err:.1e} (< 1e-12)")
         else:
             hint = diagnose(p, known) or (None if not moments_ok else
-                                          "param -= lr * m_hat / (sqrt(v_hat) + eps), after the decay")
+                                          "decay first (param *= 1 - lr * weight_decay), then param -= lr * m_hat / "
+                                          "(sqrt(v_hat) + eps) with m_hat = m / (1 - beta1**t) and "
+                                          "v_hat = v / (1 - beta2**t)")
             r.fail(f"{line:<44s} max_rel_error {err:.1e} (must be < 1e-12); "
                    f"the total update is off by {errs['update']:.1e}", hint)
+
+    # ---- the hyper-parameters are arguments: other values than the defaults
+    hp = dict(lr=3e-2, beta1=0.8, beta2=0.99, eps=1e-3, weight_decay=0.05)
+    ref = _reference_adamw(p0, grads, True, hp=hp)
+    p, m, v = p0.copy(), np.zeros(shape), np.zeros(shape)
+    for t, g in enumerate(grads, start=1):
+        res = call(r, "adamw_step", p.copy(), g.copy(), m.copy(), v.copy(), t, decay=True, **hp)
+        p, m, v = (as_array(r, "adamw_step's results", a, shape) for a in unpack(r, "adamw_step", res, 3,
+                                                                                 "param, m, v"))
+    err = max(max_rel_error(p, ref[-1][0]), max_rel_error(m, ref[-1][1]), max_rel_error(v, ref[-1][2]))
+    line = "betas (0.8, 0.99), eps 1e-3, 5 steps"
+    r.expect(err < 1e-12, f"{line:<44s} max_rel_error {err:.1e}" + (" (< 1e-12)" if err < 1e-12 else
+                                                                     " (must be < 1e-12)"),
+             "use the beta1, beta2, eps, lr and weight_decay arguments everywhere (in the moments, the bias "
+             "corrections and the update), not BERT's values written into the code")

@@ -41,6 +41,8 @@ def attention_forward(q, k, v, attention_mask):
           Zeroing probabilities after the softmax leaves rows that no longer
           sum to 1.
         * do not forget the 1 / sqrt(D).
+        * scores can be large: subtract each row's maximum before exp, as in
+          the softmax exercise.
     """
     # TODO
     raise NotImplementedError

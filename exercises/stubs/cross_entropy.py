@@ -51,7 +51,8 @@ def softmax_cross_entropy_backward(dloss, cache):
 
     Returns:
         dlogits: (N, C) = dloss * (softmax(logits) - onehot(labels)) / n_valid on labelled rows,
-        exactly 0 on ignored rows.
+        exactly 0 on ignored rows.  Compute softmax(logits) stably here too
+        (exp of the cached log-probabilities, or subtract the row max).
     """
     # TODO
     raise NotImplementedError
