@@ -152,8 +152,11 @@ def builtin_corpus(cache_dir: str | os.PathLike | None | bool = None) -> Corpus:
                 documents = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 documents = None                     # unreadable cache: build again
-            if documents:
-                corpus = _make(documents)
+            try:   # a cache that is not documents of sentences (damaged, or written by hand): build again
+                corpus = _make(documents) if isinstance(documents, list) and len(documents) >= 2 else None
+            except TypeError:
+                corpus = None
+            if corpus is not None:
                 _memory[key] = corpus
                 return corpus
     documents = _topic_documents() + _docstring_documents()

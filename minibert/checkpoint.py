@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import re
 import secrets
@@ -68,6 +69,9 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
     arrays: {name: NumPy or CuPy array} (copied to the host);
     meta: JSON-serialisable state (step, settings, RNG states, data position).
     """
+    if isinstance(step, (bool, np.bool_)) or not isinstance(step, numbers.Integral) or step < 0:
+        raise ValueError(f"a checkpoint's step must be an integer >= 0, got {step!r}")
+    step = int(step)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     host = {name: to_numpy(a) for name, a in arrays.items()}
@@ -103,9 +107,17 @@ def load_checkpoint(path) -> tuple[dict, dict]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):       # a lone .npy array
+            raise ValueError("a single array, not an .npz archive")
+        with z:
             arrays = {k: z[k] for k in z.files}
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        raw = arrays.pop("__meta__")
+        if not isinstance(raw, np.ndarray):
+            raise ValueError("its __meta__ entry is not an array")
+        meta = json.loads(raw.tobytes().decode())
+        if not isinstance(meta, dict):
+            raise ValueError("its __meta__ entry is not a JSON object")
     except (zipfile.BadZipFile, ValueError, KeyError, EOFError, OSError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"checkpoint {path} is damaged or not a minibert checkpoint "
                               f"({type(exc).__name__}: {exc}); delete it to resume from an earlier one") from exc

@@ -199,7 +199,12 @@ def _train_tokenizer(ns) -> int:
     if out.exists() and Path(ns.corpus).exists() and out.resolve() == Path(ns.corpus).resolve():
         raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
     corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir, download=ns.data_dir is None)
-    tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:     # one plain line, not Python's warning format
+        warnings.simplefilter("always", UserWarning)
+        tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
     out.write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
     print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
     return 0

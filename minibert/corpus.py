@@ -42,6 +42,22 @@ class Corpus:
     documents: list[list[str]] = field(repr=False)
     description: str = ""
 
+    def __post_init__(self):
+        # a string where a list is expected would be cut into characters, silently
+        docs = self.documents
+        if isinstance(docs, (str, bytes)) or not isinstance(docs, (list, tuple)):
+            raise TypeError(f"Corpus documents must be a list of documents (each a list of sentence "
+                            f"strings), got {type(docs).__name__}")
+        for d, doc in enumerate(docs):
+            if isinstance(doc, (str, bytes)) or not isinstance(doc, (list, tuple)):
+                raise TypeError(f"Corpus {self.name!r}: documents[{d}] has type {type(doc).__name__}; each "
+                                f"document must be a list of sentence strings, e.g. [['First sentence.', "
+                                f"'Second one.'], ['Another document.']]")
+            for s, sentence in enumerate(doc):
+                if not isinstance(sentence, str):
+                    raise TypeError(f"Corpus {self.name!r}: documents[{d}][{s}] has type "
+                                    f"{type(sentence).__name__}; sentences must be strings")
+
     @property
     def num_documents(self) -> int:
         return len(self.documents)

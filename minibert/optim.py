@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from . import fast, gpu_fused
 
 
@@ -115,20 +117,38 @@ class AdamW:
         return {"m": self.m, "v": self.v, "t": self.t}
 
     def load_state_dict(self, state) -> None:
-        """Restore ``m``, ``v`` (each as large as the model) and the step count ``t``."""
+        """Restore ``m``, ``v`` (each as large as the model) and the step count ``t``.
+
+        Everything is checked before anything is replaced: a state that is
+        refused leaves the optimiser as it was.
+        """
+        if not hasattr(state, "keys") or not hasattr(state, "__getitem__"):
+            raise TypeError(f"AdamW state must be a dict with m, v and t, got {type(state).__name__}")
         missing = [k for k in ("m", "v", "t") if k not in state]
         if missing:
             raise ValueError(f"AdamW state needs m, v and t; missing {missing}")
+        xp = self.store.xp
+        moments = {}
         for k in ("m", "v"):
             shape = tuple(state[k].shape) if hasattr(state[k], "shape") else None
             if shape != tuple(self.m.shape):
                 raise ValueError(f"AdamW state {k!r} has shape {shape}; this model's "
                                  f"parameters need {tuple(self.m.shape)}: is it another model's?")
+            a = xp.asarray(state[k])
+            if a.dtype.kind not in "fiu":
+                raise ValueError(f"AdamW state {k!r} must hold real numbers, got dtype {a.dtype}")
+            if not bool(xp.isfinite(a).all()):
+                raise ValueError(f"AdamW state {k!r} holds inf or NaN: the run it comes from had "
+                                 f"already diverged")
+            moments[k] = a
+        if bool((moments["v"] < 0).any()):
+            raise ValueError("AdamW state 'v' holds negative values: a mean of squared gradients cannot")
         t = state["t"]
-        if isinstance(t, bool) or not float(t).is_integer() or t < 0:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real) or not math.isfinite(t) \
+                or not float(t).is_integer() or t < 0:
             raise ValueError(f"AdamW state 't' must be a step count >= 0, got {t!r}")
-        self.m[...] = self.store.xp.asarray(state["m"])
-        self.v[...] = self.store.xp.asarray(state["v"])
+        self.m[...] = moments["m"]
+        self.v[...] = moments["v"]
         self.t = int(t)
 
 
@@ -156,17 +176,15 @@ class LossScaler:
     """
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
-        if not (0 < init_scale < math.inf):
-            raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
-        if not growth_factor > 1:
-            raise ValueError(f"growth_factor must be > 1, got {growth_factor!r}")
-        if not 0 < backoff_factor < 1:
-            raise ValueError(f"backoff_factor must be in (0, 1), got {backoff_factor!r}")
-        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
+        _require_real("init_scale", init_scale, lambda x: 0 < x < math.inf, "a positive finite number")
+        _require_real("growth_factor", growth_factor, lambda x: 1 < x < math.inf, "a finite number > 1")
+        _require_real("backoff_factor", backoff_factor, lambda x: 0 < x < 1, "a number in (0, 1)")
+        if isinstance(growth_interval, (bool, np.bool_)) or not isinstance(growth_interval, numbers.Integral) \
+                or growth_interval < 1:
             raise ValueError(f"growth_interval must be a positive integer, got {growth_interval!r}")
         self.scale = float(init_scale)
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
-        self.growth_interval = growth_interval
+        self.growth_interval = int(growth_interval)
         self.good_steps = 0   # finite steps since the scale last changed
 
     def update(self, finite: bool) -> bool:
@@ -176,7 +194,7 @@ class LossScaler:
             self.good_steps = 0
             return False
         self.good_steps += 1
-        if self.good_steps == self.growth_interval:
+        if self.good_steps >= self.growth_interval:
             self.scale *= self.growth_factor
             self.good_steps = 0
         return True
@@ -185,8 +203,21 @@ class LossScaler:
         return {"scale": self.scale, "good_steps": self.good_steps}
 
     def load_state_dict(self, state) -> None:
-        self.scale = float(state["scale"])
-        self.good_steps = int(state["good_steps"])
+        if not hasattr(state, "keys") or any(k not in state for k in ("scale", "good_steps")):
+            raise ValueError(f"LossScaler state must be a dict with 'scale' and 'good_steps', got {state!r}")
+        scale, good = state["scale"], state["good_steps"]
+        _require_real("LossScaler state 'scale'", scale, lambda x: 0 < x < math.inf, "a positive finite number")
+        if isinstance(good, (bool, np.bool_)) or not isinstance(good, numbers.Integral) \
+                or not 0 <= good < self.growth_interval:
+            raise ValueError(f"LossScaler state 'good_steps' must be an integer in [0, {self.growth_interval}) "
+                             f"(growth_interval), got {good!r}")
+        self.scale, self.good_steps = float(scale), int(good)
+
+
+def _require_real(name, value, ok, what):
+    """A real number (not a bool) for which ``ok`` holds, or a one-line ValueError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not ok(value):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
 
 
 def linear_warmup_decay(step, total_steps, warmup_steps):
@@ -196,6 +227,13 @@ def linear_warmup_decay(step, total_steps, warmup_steps):
     at ``total_steps`` (the same values as transformers'
     ``get_linear_schedule_with_warmup``).
     """
+    for name, value in (("total_steps", total_steps), ("warmup_steps", warmup_steps)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    if warmup_steps > total_steps:
+        raise ValueError(f"warmup_steps={warmup_steps} is more than total_steps={total_steps}: the peak "
+                         f"learning rate would come after the end of training")
+    _require_real("step", step, lambda x: 0 <= x < math.inf, "a finite number >= 0")
     if step < warmup_steps:
         return step / max(1, warmup_steps)
     return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))

@@ -283,6 +283,12 @@ def mask_tokens(tokens: Sequence[str], vocab_words: Sequence[str], rng: np.rando
     Returns:
         a :class:`MaskedTokens`.
     """
+    if isinstance(tokens, str):
+        raise TypeError("mask_tokens takes a list of tokens, not a string (it would mask its characters)")
+    if not (isinstance(masked_lm_prob, (int, float, np.number)) and 0 <= masked_lm_prob <= 1):
+        raise ValueError(f"masked_lm_prob must be a number in [0, 1], got {masked_lm_prob!r}")
+    if len(vocab_words) == 0:
+        raise ValueError("mask_tokens needs vocab_words to draw random replacements from; got none")
     candidates: list[list[int]] = []
     for i, token in enumerate(tokens):
         if token in never_mask:
@@ -406,6 +412,11 @@ class PretrainingDataset:
             at predicted positions and -100 elsewhere, ``nsp_labels`` (B,) with 0 = IsNext and
             1 = NotNext.
         """
+        if not isinstance(instances, (list, tuple)) or not instances:
+            raise ValueError(f"collate needs a non-empty list of TrainingInstance, got {instances!r:.80}")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"collate masks with rng, a numpy.random.Generator "
+                            f"(np.random.default_rng(seed)), got {type(rng).__name__}")
         longest = max(len(inst) for inst in instances)
         if pad_to == "longest":
             T = longest
@@ -413,6 +424,10 @@ class PretrainingDataset:
             if pad_to < longest:
                 raise ValueError(f"pad_to={pad_to} is shorter than the longest sequence in the batch "
                                  f"({longest} tokens); use pad_to >= max_seq_length={self.max_seq_length}.")
+            if pad_to > self.max_seq_length:
+                raise ValueError(f"pad_to={pad_to} is longer than max_seq_length={self.max_seq_length}: no "
+                                 f"instance is longer, so the rest would be padding only; use at most "
+                                 f"{self.max_seq_length}.")
             T = int(pad_to)
         else:
             raise ValueError(f"pad_to={pad_to!r}: use 'longest' or an int length.")

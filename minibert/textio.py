@@ -8,7 +8,7 @@ __all__ = ["read_text"]
 
 
 def read_text(path: str | os.PathLike, what: str = "file", encoding: str = "utf-8") -> str:
-    """Return the whole text of ``path`` with ``\\r\\n`` line ends turned into ``\\n``.
+    """Return the whole text of ``path`` with ``\\r\\n`` and lone ``\\r`` line ends turned into ``\\n``.
 
     Args:
         path: the file.
@@ -39,4 +39,5 @@ def read_text(path: str | os.PathLike, what: str = "file", encoding: str = "utf-
             f"(for example with iconv) or pass the right encoding.") from None
     if text.startswith("\ufeff"):
         text = text[1:]                # a byte-order mark is not text
-    return text.replace("\r\n", "\n")
+    # Windows (\r\n) and classic Mac OS (\r alone) line ends, as Python's universal newlines
+    return text.replace("\r\n", "\n").replace("\r", "\n")

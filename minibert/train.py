@@ -289,7 +289,10 @@ def prepare_data(a: TrainArgs, out: Path, log=print):
         tokenizer = WordPieceTokenizer.from_vocab_file(saved_vocab)   # the run's own vocabulary
     else:
         # the vocabulary is learned from the training documents only
-        tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
+        import warnings
+        with warnings.catch_warnings():   # the run measures and reports the [UNK] share itself
+            warnings.simplefilter("ignore", UserWarning)
+            tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
     tokenizer.save_vocabulary(out)
 
     cache = a.cache_dir if a.cache_dir is not None else None

@@ -58,6 +58,11 @@ def _texts(texts_or_files: Iterable[str | os.PathLike]) -> Iterable[str]:
         if isinstance(item, os.PathLike):
             yield read_text(Path(item), what="training file")
         elif isinstance(item, str):
+            if ("/" in item or os.sep in item) and len(item) < 4096 and not any(c.isspace() for c in item) \
+                    and os.path.isfile(item):
+                # one text that is a path to an existing file (a lone word such as "Makefile" is text)
+                raise ValueError(f"train_wordpiece got the text {item!r}, the path of a file; strings are "
+                                 f"text to learn from: pass pathlib.Path({item!r}) to read the file")
             yield item
         else:
             raise TypeError(f"train_wordpiece takes str texts or pathlib.Path files, "
@@ -90,6 +95,8 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
                         ("limit_alphabet", limit_alphabet), ("num_unused", num_unused)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an int, got {value!r}")
+    if num_unused < 0 or num_unused >= vocab_size:
+        raise ValueError(f"num_unused={num_unused} must be in [0, vocab_size - 5) for vocab_size={vocab_size}")
     specials = bert_special_layout(num_unused)
     if vocab_size <= len(specials):
         raise ValueError(f"vocab_size={vocab_size} leaves no room next to the {len(specials)} special "
@@ -124,6 +131,15 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
         if token not in in_vocab and len(vocab) < vocab_size:
             vocab.append(token)
             in_vocab.add(token)
+    missing = [t for t in initial + continuation if t not in in_vocab]
+    if missing or not words:
+        import warnings
+        why = (f"vocab_size={vocab_size} holds only {len(initial) + len(continuation) - len(missing)} of the "
+               f"{len(initial) + len(continuation)} character pieces (after {len(specials)} special tokens)"
+               if missing else f"no word is spelled with the {len(alphabet)} most frequent characters "
+                               f"(limit_alphabet={limit_alphabet})")
+        warnings.warn(f"train_wordpiece: {why}; words that need the others become [UNK]. Raise vocab_size "
+                      f"or limit_alphabet, or lower num_unused.", stacklevel=2)
 
     # 3. pair counts, and which words contain each pair
     pair_count: Counter[tuple[str, str]] = Counter()

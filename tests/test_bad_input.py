@@ -196,3 +196,157 @@ def test_numpy_numbers_are_numbers():
     model = mb.BertForPreTraining(c)
     opt = AdamW(model.params, lr=np.float32(1e-3), betas=np.array([0.9, 0.999]))
     assert opt.betas == (0.9, 0.999)
+
+
+# ------------------------------------------------ data, tokenizer training, optimiser, checkpoints
+def test_a_corpus_of_strings_is_refused_not_cut_into_characters():
+    from minibert.corpus import Corpus
+    with pytest.raises(TypeError, match=r"documents\[0\] has type str; each document must be a list"):
+        Corpus("mine", ["The quick brown fox. It jumps.", "A cat sat."])
+    with pytest.raises(TypeError, match="must be a list of documents"):
+        Corpus("mine", None)
+    with pytest.raises(TypeError, match=r"documents\[0\]\[1\] has type int"):
+        Corpus("mine", [["a", 2]])
+    assert Corpus("mine", [("One.", "Two."), ["Three."]]).num_sentences == 3
+
+
+def test_train_wordpiece_refuses_a_path_in_a_list_and_a_bad_num_unused(tmp_path, monkeypatch):
+    from minibert.tokenizer import train_wordpiece
+    f = tmp_path / "corpus.txt"
+    f.write_text("hello world")
+    with pytest.raises(ValueError, match="the path of a file.*pathlib.Path"):
+        train_wordpiece([str(f)], 200)
+    (tmp_path / "Makefile").write_text("all:\n")
+    monkeypatch.chdir(tmp_path)             # a lone word that happens to name a file here is still text
+    assert "m" in train_wordpiece(["Makefile"], 200, num_unused=0).vocab
+    for n in (-5, 10 ** 9):
+        with pytest.raises(ValueError, match=r"num_unused=.* must be in \[0, vocab_size - 5\)"):
+            train_wordpiece(["hello"], 200, num_unused=n)
+
+
+def test_train_wordpiece_warns_when_the_vocabulary_cannot_hold_the_characters():
+    from minibert.tokenizer import train_wordpiece
+    with pytest.warns(UserWarning, match="holds only 6 of the 28 character pieces"):
+        tok = train_wordpiece(["abcdefghijklmnopqrstuvwxyz hello world"], 110)
+    assert tok.tokenize("hello world") == ["[UNK]", "[UNK]"]           # what the warning is about
+    with pytest.warns(UserWarning, match="no word is spelled with the 1 most frequent"):
+        train_wordpiece(["hello hello abc"], 200, limit_alphabet=1, num_unused=0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train_wordpiece(["hello hello abc"], 200)                        # room for everything: silent
+
+
+def test_adamw_refuses_a_poisoned_or_malformed_state_and_keeps_its_own():
+    from minibert.optim import AdamW
+    m = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=50, max_position_embeddings=8))
+    opt = AdamW(m.params, lr=1e-3)
+    m.params.grad[...] = 0.1
+    opt.step()
+    before = {k: np.copy(v) for k, v in opt.state_dict().items()}
+    n = opt.m.size
+    bad = [({"m": np.full(n, np.nan), "v": np.ones(n), "t": 1}, "inf or NaN"),
+           ({"m": np.ones(n), "v": -np.ones(n), "t": 1}, "negative"),
+           ({"m": np.ones(n), "v": np.full(n, "x"), "t": 3}, "real numbers"),
+           ({"m": np.ones(n), "v": np.ones(n), "t": "5"}, "step count"),
+           ({"m": np.ones(n), "v": np.ones(n), "t": None}, "step count"),
+           ({"m": np.ones(n), "v": np.ones(n), "t": float("inf")}, "step count")]
+    for state, match in bad:
+        with pytest.raises(ValueError, match=match):
+            opt.load_state_dict(state)
+    with pytest.raises(TypeError, match="must be a dict"):
+        opt.load_state_dict(None)
+    after = opt.state_dict()
+    assert after["t"] == before["t"] == 1
+    np.testing.assert_array_equal(after["m"], before["m"])                 # nothing half-loaded
+    np.testing.assert_array_equal(after["v"], before["v"])
+
+
+def test_loss_scaler_settings_and_state_are_checked():
+    from minibert.optim import LossScaler
+    for kw, match in (({"growth_factor": float("inf")}, "growth_factor"), ({"growth_factor": "2"}, "growth_factor"),
+                      ({"backoff_factor": None}, "backoff_factor"), ({"init_scale": "a"}, "init_scale"),
+                      ({"init_scale": True}, "init_scale"), ({"growth_interval": 2.0}, "growth_interval")):
+        with pytest.raises(ValueError, match=match):
+            LossScaler(**kw)
+    assert LossScaler(growth_interval=np.int64(3)).growth_interval == 3
+    s = LossScaler(growth_interval=2)
+    for state, match in (({"scale": 2.0, "good_steps": 5}, r"good_steps.*\[0, 2\)"), ({}, "'scale' and 'good_steps'"),
+                         ({"scale": -1, "good_steps": 0}, "positive finite"),
+                         ({"scale": float("nan"), "good_steps": 0}, "positive finite"),
+                         ({"scale": 4.0, "good_steps": 1.5}, "good_steps")):
+        with pytest.raises(ValueError, match=match):
+            s.load_state_dict(state)
+    s.load_state_dict({"scale": 4.0, "good_steps": 1})
+    assert s.update(True) and s.scale == 8.0 and s.good_steps == 0       # grows on the next good step
+
+
+def test_the_schedule_refuses_what_it_cannot_mean():
+    from minibert.optim import linear_warmup_decay
+    for args, match in (((-5, 100, 10), "step must be a finite number >= 0"),
+                        ((float("nan"), 100, 10), "step must be"), (("5", 100, 10), "step must be"),
+                        ((5, 10, 100), "warmup_steps=100 is more than total_steps=10"),
+                        ((5, 100, -10), "warmup_steps must be an integer >= 0"),
+                        ((5, 10.5, 1), "total_steps must be an integer")):
+        with pytest.raises(ValueError, match=match):
+            linear_warmup_decay(*args)
+    assert linear_warmup_decay(np.int64(5), 100, 10) == 0.5
+
+
+def test_foreign_files_are_not_checkpoints(tmp_path):
+    import json
+    import zipfile
+    from minibert.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    np.save(tmp_path / "a.npy", np.zeros(3))
+    np.savez(tmp_path / "b.npz", __meta__=np.frombuffer(json.dumps("hello").encode(), dtype=np.uint8))
+    with zipfile.ZipFile(tmp_path / "c.npz", "w") as f:
+        f.writestr("__meta__.npy", b"not an array")
+    for name in ("a.npy", "b.npz", "c.npz"):
+        with pytest.raises(CheckpointError, match="not a minibert checkpoint"):
+            load_checkpoint(tmp_path / name)
+    for step in (-1, "5", True, 2.0):
+        with pytest.raises(ValueError, match="step must be an integer >= 0"):
+            save_checkpoint(tmp_path / "run", step, {}, {})
+
+
+def test_old_mac_line_ends_separate_lines(tmp_path):
+    from minibert.corpus import read_bert_format
+    f = tmp_path / "cr.txt"
+    f.write_bytes(b"a b.\rc d.\r\re f.\r")
+    assert read_bert_format(f).documents == [["a b.", "c d."], ["e f."]]
+
+
+def test_a_builtin_corpus_cache_that_is_not_documents_is_rebuilt(tmp_path):
+    import json
+    from minibert import builtin_corpus as bc
+    key = bc._cache_key()
+    good = None
+    for bad in ([1, 2, 3], "text", [[1, 2], [3]], [["one sentence"]], {"a": 1}):
+        bc._memory.clear()
+        (tmp_path / f"builtin-corpus-{key}.json").write_text(json.dumps(bad))
+        corpus = bc.builtin_corpus(cache_dir=tmp_path)
+        good = good or corpus.num_documents
+        assert corpus.num_documents == good > 100
+    bc._memory.clear()
+
+
+def test_batching_and_masking_arguments_are_checked():
+    from minibert.pretraining_data import PretrainingDataset, TrainingInstance, mask_tokens
+    from minibert.tokenizer import WordPieceTokenizer
+    tok = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"])
+    inst = TrainingInstance(["a", "b"], ["c"], False)
+    data = PretrainingDataset([inst, inst], tok, max_seq_length=8)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="non-empty list"):
+        data.collate([], rng)
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        data.collate([inst], None)
+    with pytest.raises(ValueError, match="longer than max_seq_length=8"):
+        data.collate([inst], rng, pad_to=10 ** 9)
+    assert data.collate([inst], rng, pad_to=8)["input_ids"].shape == (1, 8)
+    with pytest.raises(TypeError, match="not a string"):
+        mask_tokens("[CLS] a b [SEP]", ["a"], rng)
+    with pytest.raises(ValueError, match=r"masked_lm_prob must be a number in \[0, 1\]"):
+        mask_tokens(inst.tokens, ["a"], rng, masked_lm_prob=float("nan"))
+    with pytest.raises(ValueError, match="vocab_words"):
+        mask_tokens(inst.tokens, [], rng)

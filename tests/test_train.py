@@ -543,3 +543,10 @@ def test_an_old_demo_folder_is_still_the_demos(tmp_path):
     with pytest.raises(ValueError, match="notes.txt"):
         run_demo(demo, steps=1)
     assert (demo / "notes.txt").is_file()
+
+
+def test_train_tokenizer_reports_a_vocabulary_too_small_in_one_line(corpus_file, tmp_path, capsys):
+    code, err = _run_cli(["train-tokenizer", "--corpus", str(corpus_file), "--vocab-size", "110",
+                          "--out", str(tmp_path / "v.txt")], capsys)
+    assert code == 0 and (tmp_path / "v.txt").is_file()
+    assert "warning: train_wordpiece: vocab_size=110 holds only 6 of the" in err and "UserWarning" not in err, err
