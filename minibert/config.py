@@ -74,7 +74,8 @@ class BertConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < float("inf"):
                 raise ValueError(f"BertConfig.{name} must be a number > 0, got {v!r}")
-        if not (isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
+        if not (isinstance(self.pad_token_id, int) and not isinstance(self.pad_token_id, bool)
+                and 0 <= self.pad_token_id < self.vocab_size):
             raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), "
                              f"got {self.pad_token_id!r}")
 

@@ -26,6 +26,9 @@ def save_pretrained(model, directory) -> None:
     from safetensors.numpy import save_file
 
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"save_pretrained writes a folder (config.json and {WEIGHTS_NAME}); "
+                                 f"{directory} is a file")
     directory.mkdir(parents=True, exist_ok=True)
     model.config.to_json_file(directory / CONFIG_NAME)
     tensors = {name: np.ascontiguousarray(to_numpy(a)) for name, a in model.params.params.items()}
@@ -53,6 +56,8 @@ def load_weights(directory) -> dict:
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
             files = sorted(set(weight_map.values()))
+            if not files or not all(isinstance(f, str) and f for f in files):
+                raise ValueError("every weight_map entry must name a file")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{index} is not a safetensors index (a weight_map of files): {exc!r}") from None
         state = {}

@@ -246,8 +246,9 @@ def clip_grad_norm(store, max_norm=1.0):
     scale max_norm / (norm + 1e-6), capped at 1, is the one PyTorch's
     ``clip_grad_norm_`` uses.  ``max_norm=None`` only measures the norm.
     """
-    if max_norm is not None and not (0 < max_norm < math.inf):
-        raise ValueError(f"max_norm must be a positive finite number (or None: no clipping), got {max_norm!r}")
+    if max_norm is not None:
+        _require_real("max_norm", max_norm, lambda x: 0 < x < math.inf,
+                      "a positive finite number (or None: no clipping)")
     xp = store.xp
     norm = float(xp.sqrt(xp.dot(store.grad, store.grad)))
     if max_norm is None:

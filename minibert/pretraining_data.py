@@ -219,7 +219,7 @@ def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_
     """
     check_max_seq_length(max_seq_length)
     _check_probability("short_seq_prob", short_seq_prob)
-    if not isinstance(dupe_factor, (int, np.integer)) or dupe_factor < 1:
+    if isinstance(dupe_factor, (bool, np.bool_)) or not isinstance(dupe_factor, (int, np.integer)) or dupe_factor < 1:
         raise ValueError(f"dupe_factor={dupe_factor!r} must be a positive integer.")
     if not isinstance(seed, np.random.Generator):
         _check_count("seed", seed)

@@ -350,3 +350,29 @@ def test_batching_and_masking_arguments_are_checked():
         mask_tokens(inst.tokens, ["a"], rng, masked_lm_prob=float("nan"))
     with pytest.raises(ValueError, match="vocab_words"):
         mask_tokens(inst.tokens, [], rng)
+
+
+def test_hub_folders_index_and_config_oddities(tmp_path):
+    import json
+    m = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=50, max_position_embeddings=8))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        m.save_pretrained(tmp_path / "config.json")
+    m.save_pretrained(tmp_path / "run")
+    (tmp_path / "run" / "model.safetensors").rename(tmp_path / "run" / "shard-1.safetensors")
+    for weight_map in ({"bert.pooler.dense.bias": 5}, {"bert.pooler.dense.bias": None}, {"x": ""}):
+        (tmp_path / "run" / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+        with pytest.raises(ValueError, match="not a safetensors index"):
+            mb.BertForPreTraining.from_pretrained(tmp_path / "run")
+    with pytest.raises(ValueError, match="pad_token_id"):
+        mb.BertConfig.from_preset("tiny", vocab_size=50, pad_token_id=True)
+
+
+def test_clip_norm_and_dupe_factor_types():
+    from minibert.optim import clip_grad_norm
+    from minibert.pretraining_data import create_training_instances
+    m = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=50, max_position_embeddings=8))
+    with pytest.raises(ValueError, match="max_norm must be a positive finite number"):
+        clip_grad_norm(m.params, "1")
+    with pytest.raises(ValueError, match="dupe_factor=True must be a positive integer"):
+        create_training_instances([[["a", "b"]], [["c"]]], 16, dupe_factor=True)
