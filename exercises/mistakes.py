@@ -206,13 +206,10 @@ def _ce_grad_on_ignored(dloss, cache):
 
 
 def _ce_forward_keeps_logits(logits, labels, ignore_index=-100):
-    N = logits.shape[0]
-    valid = labels != ignore_index
-    n_valid = max(int(valid.sum()), 1)
-    safe = np.where(valid, labels, 0)
-    z = logits - logits.max(axis=1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return -(logp[np.arange(N), safe] * valid).sum() / n_valid, (logits, safe, valid, n_valid)
+    # the solution's forward, but the cache keeps the logits instead of the log-probabilities
+    solution = importlib.import_module("exercises.solutions.cross_entropy")
+    loss, (_, safe, valid, n_valid) = solution.softmax_cross_entropy_forward(logits, labels, ignore_index)
+    return loss, (logits, safe, valid, n_valid)
 
 
 def _ce_backward_unstable(dloss, cache):
