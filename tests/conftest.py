@@ -1,4 +1,5 @@
 """Shared fixtures and helpers for the minibert tests."""
+import contextlib
 import os
 from pathlib import Path
 
@@ -35,3 +36,15 @@ def padded_batch(rng, vocab_size, B=3, T=11, lengths=None, n_labels=(2, 1, 1)):
     nsp = rng.integers(0, 2, B)
     return dict(input_ids=ids, token_type_ids=types, attention_mask=mask,
                 mlm_labels=labels, nsp_labels=nsp)
+
+
+@contextlib.contextmanager
+def fast_paths_off():
+    """Run the block on the reference code of layers.py: the CPU fast paths and the GPU kernels off."""
+    from minibert import fast
+    was = fast.enabled()
+    fast.set_enabled(False)
+    try:
+        yield
+    finally:
+        fast.set_enabled(was)

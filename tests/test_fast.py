@@ -16,18 +16,7 @@ from scipy.special import erf as scipy_erf
 
 import minibert as mb
 from minibert import fast, layers as L
-from conftest import padded_batch
-
-
-@contextlib.contextmanager
-def reference():
-    """Run the block with the fast paths off."""
-    was = fast.enabled()
-    fast.set_enabled(False)
-    try:
-        yield
-    finally:
-        fast.set_enabled(was)
+from conftest import fast_paths_off as reference, padded_batch
 
 
 @contextlib.contextmanager

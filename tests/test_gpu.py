@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minibert as mb
-from conftest import padded_batch
+from conftest import fast_paths_off, padded_batch
 
 
 def _gpu_reason():
@@ -103,17 +103,7 @@ def test_gpu_pretrain_resume_and_export(tmp_path, monkeypatch):
 @pytest.fixture
 def reference():
     """Run a block of code on the GPU with the fused kernels off (the reference code in layers.py)."""
-    from contextlib import contextmanager
-    from minibert import fast
-
-    @contextmanager
-    def off():
-        fast.set_enabled(False)
-        try:
-            yield
-        finally:
-            fast.set_enabled(True)
-    return off
+    return fast_paths_off
 
 
 TOL = {"float64": 1e-12, "float32": 2e-6}

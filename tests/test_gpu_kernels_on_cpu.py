@@ -8,13 +8,14 @@ a kernel argument of the wrong type or a missing guard fails here too.  What thi
 check (CuPy itself, the GPU's arithmetic, speed) stays with ``test_gpu.py``.
 """
 import sys
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
 
 import minibert as mb
 from minibert import fast, gpu_fused, layers as L
-from conftest import padded_batch
+from conftest import fast_paths_off as reference, padded_batch
 import cuda_on_cpu
 
 REASON = cuda_on_cpu.unavailable()
@@ -47,16 +48,6 @@ def kernels(monkeypatch):
         yield called
     finally:
         _clear_kernel_caches()    # a real GPU later in the same process compiles its own
-
-
-class reference:
-    """The reference code of layers.py (the GPU paths off)."""
-
-    def __enter__(self):
-        fast.set_enabled(False)
-
-    def __exit__(self, *exc):
-        fast.set_enabled(True)
 
 
 def _close(a, b, dtype, name=""):
@@ -124,7 +115,7 @@ def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, r
     u_kernel, u_ref = _uniforms(3, dtype)
     runs = []
     for path in ("kernel", "reference"):
-        with (reference() if path == "reference" else _nothing()):
+        with (reference() if path == "reference" else nullcontext()):
             y, cache = L.layernorm_forward(x, gamma, beta, 1e-12)
             out = {"layernorm y": y}
             out.update(zip(("layernorm dx", "dgamma", "dbeta"), L.layernorm_backward(dy, cache)))
@@ -138,14 +129,6 @@ def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, r
     for name in runs[0]:
         _close(runs[0][name], runs[1][name], dtype, name)
     np.testing.assert_array_equal(runs[0]["dropout mask"], runs[1]["dropout mask"])
-
-
-class _nothing:
-    def __enter__(self):
-        pass
-
-    def __exit__(self, *exc):
-        pass
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -187,7 +170,7 @@ def test_adamw_kernel_matches_the_reference(dtype, bias_correction, kernels, rng
         g = rng.standard_normal(models[0].params.grad.shape).astype(dtype)
         for i, (m, opt) in enumerate(zip(models, opts)):
             m.params.grad[...] = g
-            with (reference() if i else _nothing()):
+            with (reference() if i else nullcontext()):
                 opt.step(lr=1e-2 * (step + 1))
     assert kernels.count("adamw_step") == 3
     for name, a, b in (("weights", models[0].params.data, models[1].params.data),
@@ -208,7 +191,7 @@ def test_training_steps_through_the_kernels_follow_the_reference(dtype, tol, ker
                                   seed=3, dtype=dtype)
         opt = AdamW(m.params, lr=1e-3)
         losses = []
-        with (reference() if path == "reference" else _nothing()):
+        with (reference() if path == "reference" else nullcontext()):
             for step in range(3):
                 m.seed_dropout((0, step))
                 losses.append(float(m.forward(**batch, train=True).loss))
