@@ -219,8 +219,7 @@ def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_
     """
     check_max_seq_length(max_seq_length)
     _check_probability("short_seq_prob", short_seq_prob)
-    if isinstance(dupe_factor, (bool, np.bool_)) or not isinstance(dupe_factor, (int, np.integer)) or dupe_factor < 1:
-        raise ValueError(f"dupe_factor={dupe_factor!r} must be a positive integer.")
+    _check_count("dupe_factor", dupe_factor, 1)
     if not isinstance(seed, np.random.Generator):
         _check_count("seed", seed)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
@@ -285,8 +284,7 @@ def mask_tokens(tokens: Sequence[str], vocab_words: Sequence[str], rng: np.rando
     """
     if isinstance(tokens, str):
         raise TypeError("mask_tokens takes a list of tokens, not a string (it would mask its characters)")
-    if not (isinstance(masked_lm_prob, (int, float, np.number)) and 0 <= masked_lm_prob <= 1):
-        raise ValueError(f"masked_lm_prob must be a number in [0, 1], got {masked_lm_prob!r}")
+    _check_probability("masked_lm_prob", masked_lm_prob)
     if len(vocab_words) == 0:
         raise ValueError("mask_tokens needs vocab_words to draw random replacements from; got none")
     candidates: list[list[int]] = []

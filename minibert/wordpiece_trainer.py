@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import numbers
 import os
+import warnings
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -95,12 +96,15 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
                         ("limit_alphabet", limit_alphabet), ("num_unused", num_unused)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an int, got {value!r}")
-    if num_unused < 0 or num_unused >= vocab_size:
+    # checked before the special tokens are listed: a huge num_unused would fill the memory first
+    if num_unused < 0:
         raise ValueError(f"num_unused={num_unused} must be in [0, vocab_size - 5) for vocab_size={vocab_size}")
+    n_special = num_unused + len(bert_special_layout(0))
+    if vocab_size <= n_special:
+        raise ValueError(f"vocab_size={vocab_size} leaves no room next to the {n_special} special tokens "
+                         f"(num_unused={num_unused} must be in [0, vocab_size - 5) for vocab_size={vocab_size}); "
+                         f"use a larger vocab_size or fewer unused slots (num_unused).")
     specials = bert_special_layout(num_unused)
-    if vocab_size <= len(specials):
-        raise ValueError(f"vocab_size={vocab_size} leaves no room next to the {len(specials)} special "
-                         f"tokens; use a larger vocab_size or fewer unused slots (num_unused).")
     if min_frequency < 1 or limit_alphabet < 1:
         raise ValueError("min_frequency and limit_alphabet must be at least 1.")
 
@@ -127,15 +131,15 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
     in_vocab = set(vocab)
     initial = sorted({s[0] for s in spellings})
     continuation = sorted({p for s in spellings for p in s[1:]})
-    for token in initial + continuation:
+    pieces = initial + continuation
+    for token in pieces:
         if token not in in_vocab and len(vocab) < vocab_size:
             vocab.append(token)
             in_vocab.add(token)
-    missing = [t for t in initial + continuation if t not in in_vocab]
+    missing = [t for t in pieces if t not in in_vocab]
     if missing or not words:
-        import warnings
-        why = (f"vocab_size={vocab_size} holds only {len(initial) + len(continuation) - len(missing)} of the "
-               f"{len(initial) + len(continuation)} character pieces (after {len(specials)} special tokens)"
+        why = (f"vocab_size={vocab_size} holds only {len(pieces) - len(missing)} of the "
+               f"{len(pieces)} character pieces (after {len(specials)} special tokens)"
                if missing else f"no word is spelled with the {len(alphabet)} most frequent characters "
                                f"(limit_alphabet={limit_alphabet})")
         warnings.warn(f"train_wordpiece: {why}; words that need the others become [UNK]. Raise vocab_size "

@@ -346,7 +346,7 @@ def test_batching_and_masking_arguments_are_checked():
     assert data.collate([inst], rng, pad_to=8)["input_ids"].shape == (1, 8)
     with pytest.raises(TypeError, match="not a string"):
         mask_tokens("[CLS] a b [SEP]", ["a"], rng)
-    with pytest.raises(ValueError, match=r"masked_lm_prob must be a number in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"masked_lm_prob=nan must be a probability in \[0, 1\]"):
         mask_tokens(inst.tokens, ["a"], rng, masked_lm_prob=float("nan"))
     with pytest.raises(ValueError, match="vocab_words"):
         mask_tokens(inst.tokens, [], rng)
@@ -374,5 +374,5 @@ def test_clip_norm_and_dupe_factor_types():
     m = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=50, max_position_embeddings=8))
     with pytest.raises(ValueError, match="max_norm must be a positive finite number"):
         clip_grad_norm(m.params, "1")
-    with pytest.raises(ValueError, match="dupe_factor=True must be a positive integer"):
+    with pytest.raises(ValueError, match="dupe_factor=True must be an integer >= 1"):
         create_training_instances([[["a", "b"]], [["c"]]], 16, dupe_factor=True)
