@@ -674,10 +674,9 @@ def check_mlm_masking(r: Report) -> None:
         ids = [101] + rng.choice(ordinary, 18).tolist() + [102] + rng.choice(ordinary, 19).tolist() + [102]
         masked, labels = run(ids, 7000 + i, vocab_size=110, mask_id=103, special_ids=special)
         chosen = labels != -100
-        new_ids = masked[chosen]
-        changed = new_ids != np.array(ids)[chosen]
-        wrong += int(np.isin(new_ids[changed & (new_ids != 103)], special).any()
-                     or np.isin(np.array(ids)[chosen], special).any())
+        new_ids, old_ids = masked[chosen], np.array(ids)[chosen]
+        wrong += int(np.isin(new_ids[(new_ids != old_ids) & (new_ids != 103)], special).any()
+                     or np.isin(old_ids, special).any())
     r.expect(wrong == 0, "with BERT's special ids (0, 100-103) no special token is chosen or drawn",
              "take the special ids from special_ids: they need not be the smallest ids "
              "(BERT's are 0 and 100 to 103), so draw from range(vocab_size) without them")
@@ -916,15 +915,28 @@ def _variant_adamw(p, grads, decay, *, mode="decoupled", bias_correction=True, e
             p = p * (1 - wd)
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bias_correction else (m, v)
         if bias_correction == "swapped":
             mh, vh = m / (1 - b2 ** t), v / (1 - b1 ** t)
+        else:
+            mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bias_correction else (m, v)
         denom = np.sqrt(vh + eps) if eps_inside else np.sqrt(vh) + eps
         new = p - lr * mh / denom
         if decay and mode == "after":
             new = new * (1 - lr * wd)
         p = new
     return p
+
+
+def _student_adamw(r: Report, p0, grads, decay, hp=_HP):
+    """The student's adamw_step from p0 and zero moments: (t, param, m, v) after each step."""
+    p, m, v = p0.copy(), np.zeros(p0.shape), np.zeros(p0.shape)
+    hint_t = "t is 1 at the first step: 1 - beta1**t must not be 0"
+    for t, g in enumerate(grads, start=1):
+        res = call(r, "adamw_step", p.copy(), g.copy(), m.copy(), v.copy(), t, decay=decay, **hp)
+        p, m, v = unpack(r, "adamw_step", res, 3, "param, m, v")
+        p, m, v = (as_array(r, f"{name} after step {t}", a, p0.shape, hint_t)
+                   for name, a in (("param", p), ("m", m), ("v", v)))
+        yield t, p, m, v
 
 
 @checker("adamw")
@@ -935,15 +947,8 @@ def check_adamw(r: Report) -> None:
     grads = [rng.standard_normal(shape) * 0.5 for _ in range(5)]
     for decay in (True, False):
         ref = _reference_adamw(p0, grads, decay)
-        p, m, v = p0.copy(), np.zeros(shape), np.zeros(shape)
         errs = {"param": 0.0, "m": 0.0, "v": 0.0, "update": 0.0}
-        for t, g in enumerate(grads, start=1):
-            res = call(r, "adamw_step", p.copy(), g.copy(), m.copy(), v.copy(), t, decay=decay, **_HP)
-            p, m, v = unpack(r, "adamw_step", res, 3, "param, m, v")
-            hint_t = "t is 1 at the first step: 1 - beta1**t must not be 0"
-            p = as_array(r, f"param after step {t}", p, shape, hint_t)
-            m = as_array(r, f"m after step {t}", m, shape, hint_t)
-            v = as_array(r, f"v after step {t}", v, shape, hint_t)
+        for t, p, m, v in _student_adamw(r, p0, grads, decay):
             rp, rm, rv = ref[t - 1]
             errs["param"] = max(errs["param"], max_rel_error(p, rp))
             errs["m"] = max(errs["m"], max_rel_error(m, rm))
@@ -996,11 +1001,7 @@ def check_adamw(r: Report) -> None:
     # ---- the hyper-parameters are arguments: other values than the defaults
     hp = dict(lr=3e-2, beta1=0.8, beta2=0.99, eps=1e-3, weight_decay=0.05)
     ref = _reference_adamw(p0, grads, True, hp=hp)
-    p, m, v = p0.copy(), np.zeros(shape), np.zeros(shape)
-    for t, g in enumerate(grads, start=1):
-        res = call(r, "adamw_step", p.copy(), g.copy(), m.copy(), v.copy(), t, decay=True, **hp)
-        p, m, v = (as_array(r, "adamw_step's results", a, shape) for a in unpack(r, "adamw_step", res, 3,
-                                                                                 "param, m, v"))
+    *_, (_, p, m, v) = _student_adamw(r, p0, grads, True, hp)
     err = max(max_rel_error(p, ref[-1][0]), max_rel_error(m, ref[-1][1]), max_rel_error(v, ref[-1][2]))
     line = "betas (0.8, 0.99), eps 1e-3, 5 steps"
     r.expect(err < 1e-12, f"{line:<44s} max_rel_error {err:.1e}" + (" (< 1e-12)" if err < 1e-12 else
