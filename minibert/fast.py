@@ -25,19 +25,22 @@ The functions here fix that without changing the math:
 * the exact GELU uses a rational approximation of erf evaluated in float64
   inside each block and rounded once to float32 (``erf`` below), within one
   float32 ulp of SciPy's;
-* the linear layers' products are cut into one run of rows per thread of the
-  same pool, each a single-threaded BLAS call (``gemm``), so that one pool
-  does all the work, and a CPU model asks malloc to keep the memory it frees
-  (``keep_freed_memory``).
+* the linear layers' products are cut into fixed runs of rows, each a
+  single-threaded BLAS call (``gemm``), shared out over the same pool, so
+  that one pool does all the work, and a CPU model asks malloc to keep the
+  memory it frees (``keep_freed_memory``).
 
-Determinism: the blocks depend only on the array shapes, never on the number
-of threads, and every block is computed the same way whichever thread runs
-it, so results are identical bit for bit with 1 or N threads.  Row-wise
-operations (softmax, LayerNorm) never split a row.  Most fast functions also
-repeat the reference's float32 operations in the same order, so they return
-exactly the reference's values; the exceptions (the GELU forward, the
-LayerNorm parameter gradients) are documented and tested against the
-reference within float32 tolerances.
+Determinism: the blocks and the runs of rows depend only on the array
+shapes, never on the number of threads, and every block is computed the same
+way whichever thread runs it, so results are identical bit for bit with 1 or
+N threads.  That holds on every CPU, though the bits themselves may differ
+from one CPU to another (BLAS picks another kernel).  Row-wise operations
+(softmax, LayerNorm) never split a row.  Most fast functions also repeat the
+reference's float32 operations in the same order, so they return exactly
+the reference's values; the exceptions are documented and tested against
+the reference within float32 tolerances: the GELU forward, the LayerNorm
+parameter gradients, and the linear layers' products (a BLAS kernel may
+round a run of rows differently from the same rows in one whole product).
 
 Only float32 NumPy arrays take these paths (``applies``).  float64, the
 dtype of the gradient checks and the 1e-9 parity tests, and CuPy always run
@@ -236,7 +239,24 @@ def matmul(a, b, out=None):
     return out
 
 
-_GEMM_MIN_ROWS = 64     # below this many rows per thread a product is not split
+_GEMM_BLOCK_ROWS = 256   # a block of rows this long costs BLAS no more per row than the whole product
+_GEMM_MIN_ROWS = 64      # ...and a product is cut at all only if each block keeps this many
+_GEMM_MAX_BLOCKS = 16
+
+
+def gemm_blocks(M: int) -> list:
+    """The runs of rows (r0, r1) that ``gemm`` cuts an M-row product into: a function of M alone.
+
+    A power of two of equal runs (so 2, 4, 8 or 16 threads share them evenly),
+    each about ``_GEMM_BLOCK_ROWS`` rows long, at most ``_GEMM_MAX_BLOCKS`` of
+    them; two runs as soon as each keeps ``_GEMM_MIN_ROWS`` rows, one below that.
+    """
+    n = 1
+    while n < _GEMM_MAX_BLOCKS and M // (2 * n) >= _GEMM_BLOCK_ROWS:
+        n *= 2
+    if n == 1 and M // 2 >= _GEMM_MIN_ROWS:
+        n = 2
+    return [(M * i // n, M * (i + 1) // n) for i in range(n)]
 
 
 def gemm(a, b, bias=None):
@@ -247,34 +267,41 @@ def gemm(a, b, bias=None):
     minibert runs its own elementwise work on the same cores (GELU,
     LayerNorm, softmax), and the spinning threads take the cores from it:
     a quarter of a ``mini`` step was lost that way on a 2-core machine.
-    Here the rows of ``a`` are cut into one run per thread of the pool and
-    each run is one single-threaded BLAS call, so BLAS never starts threads
-    of its own and one pool does all the work.  The bias is added per run,
-    while those rows are still in cache.  Every output element is the same
-    dot product, in the same order, however the rows are cut, so the
-    result does not depend on the number of threads (tested).  A product
-    too small to split is one single-threaded BLAS call as well: a
-    multi-threaded BLAS may cut the sums differently (OpenBLAS does for some
-    shapes, e.g. (160, 1000) @ (1000, 128)), and the bits would then depend
-    on the thread count after all.
+    Here the rows of ``a`` are cut into fixed runs (``gemm_blocks``: they
+    depend on M alone), each run is one single-threaded BLAS call, and the
+    threads of the pool take contiguous shares of the runs, so BLAS never
+    starts threads of its own and one pool does all the work.  The bias is
+    added per run, while those rows are still in cache.
+
+    Bits: every run is the same BLAS call on the same numbers whatever the
+    number of threads, so the result is the same bit for bit with 1 or N
+    threads, on any CPU and BLAS kernel.  It is *not* promised to equal one
+    whole ``a @ b`` bit for bit: a BLAS kernel may round a product of 128
+    rows differently from the same rows inside a product of 512 (OpenBLAS's
+    Haswell kernel does), so it equals the reference code's product within
+    float32 rounding.
     """
     M = a.shape[0]
     out = np.empty((M, b.shape[1]), dtype=np.result_type(a, b))
-    ctl = _blas_controller()
+    runs = gemm_blocks(M)
 
-    def block(r0, r1):
-        o = np.matmul(a[r0:r1], b, out=out[r0:r1])
+    def block(i0, i1):
+        for r0, r1 in runs[i0:i1]:
+            o = np.matmul(a[r0:r1], b, out=out[r0:r1])
+            if bias is not None:
+                o += bias
+    ctl = _blas_controller()
+    if not ctl:          # no threadpoolctl: BLAS cannot be held to one thread, so one call
+        np.matmul(a, b, out=out)
         if bias is not None:
-            o += bias
-    if ctl is None:          # no threadpoolctl: BLAS cannot be held to one thread, so no split
-        block(0, M)
+            out += bias
         return out
-    n = min(_threads, M // _GEMM_MIN_ROWS)
+    n = min(_threads, len(runs))
     with ctl.limit(limits=1, user_api="blas"):
         if n <= 1:
-            block(0, M)
+            block(0, len(runs))
         else:
-            _in_parallel(block, [M * i // n for i in range(n + 1)])
+            _in_parallel(block, [len(runs) * i // n for i in range(n + 1)])
     return out
 
 

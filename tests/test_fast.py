@@ -2,8 +2,9 @@
 
 Most fast functions repeat the reference's float32 operations in the same
 order and must return the same bits; the exact GELU forward (float64 erf
-per block) and the LayerNorm parameter gradients (sums per block) are
-compared within float32 tolerances.  Every fast function must also give the
+per block), the LayerNorm parameter gradients (sums per block) and the
+products cut into runs of rows (a BLAS kernel may round a run differently
+from the whole product) are compared within float32 tolerances.  Every fast function must also give the
 same bits with one thread and with several (the blocks do not depend on the
 thread count).
 """
@@ -162,20 +163,39 @@ def test_cross_entropy_equals_the_reference(rng):
 # ---------------------------------------------------------------------- products
 @pytest.mark.parametrize("M,K,N,transposed", [(512, 64, 96, False), (300, 48, 1000, False),
                                               (96, 512, 80, True), (7, 33, 5, False),
-                                              (160, 1000, 128, False), (100, 1000, 128, False)])
-def test_gemm_equals_numpy_bit_for_bit_with_any_thread_count(rng, M, K, N, transposed):
+                                              (160, 1000, 128, False), (100, 1000, 128, False),
+                                              (4100, 24, 40, False)])
+def test_gemm_gives_the_same_bits_with_any_thread_count(rng, M, K, N, transposed):
     # the shapes of linear_forward (x W^T) and linear_backward (dy^T x, a transposed view);
     # (160, 1000) @ (1000, 128): a shape where OpenBLAS's own threads change the bits
-    if fast._blas_controller() is None:
+    if not fast._blas_controller():
         pytest.skip("threadpoolctl is not installed")
     a = f32(rng, K, M).T if transposed else f32(rng, M, K)
     b, bias = f32(rng, N, K).T, f32(rng, N)
     with fast._blas_controller().limit(limits=1, user_api="blas"):
-        ref = a @ b      # single-threaded BLAS: what every part of fast.gemm is
-    for n in (1, 2, 3):
+        # by construction: each run of rows is one single-threaded BLAS call, whoever makes it
+        runs = np.concatenate([a[r0:r1] @ b for r0, r1 in fast.gemm_blocks(M)])
+        whole = a @ b
+    # what any order of float32 sums may be off by: K roundings of the sum of |terms|
+    bound = K * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
+    for n in (1, 2, 3, 4):
         with threads(n):
-            np.testing.assert_array_equal(fast.gemm(a, b), ref)
-            np.testing.assert_array_equal(fast.gemm(a, b, bias), ref + bias)
+            np.testing.assert_array_equal(fast.gemm(a, b), runs)
+            np.testing.assert_array_equal(fast.gemm(a, b, bias), runs + bias)
+    assert (np.abs(runs - whole) <= bound).all()
+
+
+@pytest.mark.parametrize("M", [0, 1, 63, 127, 128, 200, 511, 512, 1000, 4096, 5000, 100_000])
+def test_gemm_cuts_rows_by_the_shape_alone(M):
+    runs = fast.gemm_blocks(M)
+    n = len(runs)
+    assert n & (n - 1) == 0 and n <= 16                     # 1, 2, 4, 8 or 16: even shares for 2^k threads
+    assert runs[0][0] == 0 and runs[-1][1] == M
+    assert all(r1 == s0 for (_, r1), (s0, _) in zip(runs, runs[1:]))
+    lengths = [r1 - r0 for r0, r1 in runs]
+    assert max(lengths) - min(lengths) <= 1
+    assert n == 1 or min(lengths) >= 64                      # no run too short for BLAS to be efficient
+    assert n == 16 or M < 2 * n * 256                        # long products are cut finely enough
 
 
 def test_gemm_leaves_the_blas_thread_count_as_it_was(rng):
