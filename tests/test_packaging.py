@@ -43,6 +43,14 @@ def test_torch_is_pinned():
     assert _pyproject()["torch"] == "==2.13.0"
 
 
+def test_the_test_references_are_pinned():
+    # a reference that moves under the suite is no reference: transformers 5.24 changed what
+    # BertTokenizerFast(vocab_file=...) loads, for example
+    deps = _pyproject()
+    for name in ("torch", "transformers", "tokenizers"):
+        assert deps[name].startswith("=="), f"{name} is not pinned: {deps[name]!r}"
+
+
 def test_gpu_extra_is_cupy():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(r.startswith("cupy-cuda12x") for r in data["optional-dependencies"]["gpu"])
