@@ -198,6 +198,16 @@ def test_gemm_cuts_rows_by_the_shape_alone(M):
     assert n == 16 or M < 2 * n * 256                        # long products are cut finely enough
 
 
+def test_gemm_and_matmul_without_threadpoolctl(rng, monkeypatch):
+    # without threadpoolctl the controller is False (not None): one plain product, no crash
+    monkeypatch.setattr(fast, "_blas", False)
+    a, b, bias = f32(rng, 300, 20), f32(rng, 20, 7), f32(rng, 7)
+    with threads(2):
+        np.testing.assert_allclose(fast.gemm(a, b, bias), a @ b + bias, rtol=1e-6, atol=1e-6)
+        s, t = f32(rng, 4, 5, 6), f32(rng, 4, 6, 3)
+        np.testing.assert_allclose(fast.matmul(s, t), s @ t, rtol=1e-6, atol=1e-6)
+
+
 def test_gemm_leaves_the_blas_thread_count_as_it_was(rng):
     ctl = fast._blas_controller()
     if not ctl:
