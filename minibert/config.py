@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import numbers
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+import numpy as np
 
 # google-research/bert's released sizes (L layers, H hidden, A heads); the
 # feed-forward size is always 4H.
@@ -52,32 +55,51 @@ class BertConfig:
         self.validate()
 
     def validate(self):
-        """Raise a ``ValueError`` naming the first field that is out of range."""
+        """Raise a ``ValueError`` naming the first field that is out of range.
+
+        NumPy numbers (``np.int64(30522)``, ``np.float32(0.1)``) are accepted
+        and stored as Python ints and floats, so the config writes to JSON.
+        """
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+            if self._int_field(name) < 1:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
                 f"num_attention_heads ({self.num_attention_heads}); each head gets "
                 f"hidden_size / num_attention_heads dimensions")
-        if self.hidden_act not in HIDDEN_ACTS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in HIDDEN_ACTS:
             raise ValueError(f"BertConfig.hidden_act must be one of {list(HIDDEN_ACTS)}, "
                              f"got {self.hidden_act!r}")
+        self.hidden_act = str(self.hidden_act)
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            p = getattr(self, name)
-            if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p!r}")
+            p = self._real_field(name)
+            if p is None or not 0.0 <= p < 1.0:
+                raise ValueError(f"BertConfig.{name} must be a number in [0, 1), got {getattr(self, name)!r}")
         for name in ("initializer_range", "layer_norm_eps"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < float("inf"):
-                raise ValueError(f"BertConfig.{name} must be a number > 0, got {v!r}")
-        if not (isinstance(self.pad_token_id, int) and not isinstance(self.pad_token_id, bool)
-                and 0 <= self.pad_token_id < self.vocab_size):
+            v = self._real_field(name)
+            if v is None or not 0 < v < float("inf"):
+                raise ValueError(f"BertConfig.{name} must be a number > 0, got {getattr(self, name)!r}")
+        if not 0 <= self._int_field("pad_token_id") < self.vocab_size:
             raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), "
                              f"got {self.pad_token_id!r}")
+
+    def _int_field(self, name) -> int:
+        """The field as a Python int; a ``ValueError`` if it is not a whole-number type (bool, float, str...)."""
+        value = getattr(self, name)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"BertConfig.{name} must be an int, got {type(value).__name__} {value!r}")
+        setattr(self, name, int(value))
+        return int(value)
+
+    def _real_field(self, name):
+        """The field as a Python float, or None if it is not a real number (bools are not)."""
+        value = getattr(self, name)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            return None
+        setattr(self, name, float(value))
+        return float(value)
 
     @property
     def head_dim(self) -> int:
@@ -86,7 +108,7 @@ class BertConfig:
     @classmethod
     def from_preset(cls, name: str, vocab_size: int = 30522, **overrides) -> "BertConfig":
         """One of google-research/bert's sizes: tiny, mini, small, medium, base."""
-        if name not in PRESETS:
+        if not isinstance(name, str) or name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
         kwargs = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
@@ -117,13 +139,16 @@ class BertConfig:
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def to_json_file(self, path) -> None:
-        """Write an HF-compatible ``config.json``."""
+        """Write an HF-compatible ``config.json`` (after checking the fields again)."""
+        path = as_path(path, "path")
+        self.validate()
         d = {"architectures": ["BertForPreTraining"], "model_type": "bert", **self.to_dict()}
-        Path(path).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n")
+        path.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def from_json_file(cls, path) -> "BertConfig":
-        path = Path(path)
+        """Read a ``config.json``; any problem with its contents is a ``ValueError`` naming the file."""
+        path = as_path(path, "path")
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         try:
@@ -134,4 +159,14 @@ class BertConfig:
             raise ValueError(f"{path} must hold a JSON object of settings, got a {type(d).__name__}")
         if d.get("model_type", "bert") != "bert":
             raise ValueError(f"{path} describes a {d['model_type']!r} model, not a BERT")
-        return cls.from_dict(d)
+        try:
+            return cls.from_dict(d)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+
+def as_path(value, name) -> Path:
+    """``value`` as a ``Path``; a ``TypeError`` naming the argument if it is not a str or path-like."""
+    if isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    raise TypeError(f"{name} must be a path (a str or os.PathLike), got {type(value).__name__} {value!r}")

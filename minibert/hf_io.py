@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .backend import to_numpy
-from .config import BertConfig
+from .config import BertConfig, as_path
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -25,7 +25,7 @@ _IGNORED = ("embeddings.position_ids",)
 def save_pretrained(model, directory) -> None:
     from safetensors.numpy import save_file
 
-    directory = Path(directory)
+    directory = as_path(directory, "directory")
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"save_pretrained writes a folder (config.json and {WEIGHTS_NAME}); "
                                  f"{directory} is a file")
@@ -48,7 +48,7 @@ INDEX_NAME = "model.safetensors.index.json"     # a checkpoint split into shards
 
 def load_weights(directory) -> dict:
     """{name: NumPy array} from ``directory/model.safetensors`` (or its shards)."""
-    directory = Path(directory)
+    directory = as_path(directory, "directory")
     path, index = directory / WEIGHTS_NAME, directory / INDEX_NAME
     if path.is_file():
         return read_safetensors(path)
@@ -60,11 +60,15 @@ def load_weights(directory) -> dict:
                 raise ValueError("every weight_map entry must name a file")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{index} is not a safetensors index (a weight_map of files): {exc!r}") from None
-        state = {}
+        state, source = {}, {}
         for name in files:
             if Path(name).name != name:
                 raise ValueError(f"{index} names a file outside {directory}: {name!r}")
-            state.update(read_safetensors(directory / name))
+            for key, value in read_safetensors(directory / name).items():
+                if key in source:       # which copy is meant? neither silently wins
+                    raise ValueError(f"{key} is in both {source[key]} and {name} (in {directory}); "
+                                     f"each tensor of a sharded checkpoint belongs to one shard")
+                state[key], source[key] = value, name
         return state
     other = [p.name for p in directory.glob("*.bin")]
     hint = (f" (found {other}: re-save it with safetensors, e.g. transformers' "
@@ -82,7 +86,7 @@ def read_safetensors(path) -> dict:
     """
     from safetensors import SafetensorError, safe_open
 
-    path = Path(path)
+    path = as_path(path, "path")
     if not path.is_file():
         raise FileNotFoundError(f"weights file not found: {path}")
     try:
@@ -107,14 +111,19 @@ def read_safetensors(path) -> dict:
 
 
 def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False):
-    directory = Path(directory)
+    directory = as_path(directory, "directory")
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
     config = BertConfig.from_json_file(directory / CONFIG_NAME)
-    state = {k: v for k, v in load_weights(directory).items() if not k.endswith(_IGNORED)}
+    # the arguments are checked before the weights are read
     model = cls(config, seed=seed, dtype=dtype, device=device, mixed_precision=mixed_precision)
+    state = {k: v for k, v in load_weights(directory).items() if not k.endswith(_IGNORED)}
     if model.prefix == "":
         # a bare encoder ignores the pre-training heads of a BertForPreTraining checkpoint
         state = {k: v for k, v in state.items() if not k.startswith("cls.")}
-    model.load_state_dict(state)
+    try:
+        # refuses wrong shapes, non-floating tensors (bool, int) and NaN or infinite values
+        model.load_state_dict(state)
+    except ValueError as exc:
+        raise ValueError(f"the weights in {directory} cannot be loaded: {exc}") from None
     return model.eval()         # as transformers: a loaded model predicts, without dropout

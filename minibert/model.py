@@ -52,6 +52,29 @@ def _untorch(value):
     return value
 
 
+def _check_flag(name, value):
+    """A ``TypeError`` unless ``value`` is True or False (NumPy's bools too); returns it as a bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _is_seed(value):
+    return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+            and value >= 0)
+
+
+def _check_dtype(dtype):
+    """The model's dtype from "float32"/"float64" (or the NumPy types); names the choices otherwise."""
+    choices = "dtype must be one of ['float32', 'float64']"
+    if dtype is None or not isinstance(dtype, (str, type, np.dtype)):
+        raise ValueError(f"{choices}, got {dtype!r}")
+    try:
+        return resolve_dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{choices}, got {dtype!r}") from None
+
+
 @dataclass
 class BertOutput:
     last_hidden_state: object   # (B, T, H)
@@ -100,13 +123,15 @@ class BertModel:
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a minibert.BertConfig, got {type(config).__name__}")
         config.validate()
+        if not _is_seed(seed):
+            raise ValueError(f"seed must be an int >= 0, got {type(seed).__name__} {seed!r}")
+        seed = int(seed)
+        self.dtype = _check_dtype(dtype)
+        mixed_precision = _check_flag("mixed_precision", mixed_precision)
         self.config = config
         self.xp = get_xp(device)
         self.device = device
-        self.dtype = resolve_dtype(dtype)
         self.seed = seed
-        if not isinstance(mixed_precision, bool):
-            raise TypeError(f"mixed_precision must be True or False, got {mixed_precision!r}")
         if mixed_precision and self.dtype != np.float32:
             raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
                              f"got {self.dtype}")
@@ -124,9 +149,7 @@ class BertModel:
     # ------------------------------------------------------------------ mode
     def train(self, mode: bool = True):
         """Make ``forward(train=None)`` run with dropout (``mode=True``) or without; returns the model."""
-        if not isinstance(mode, (bool, np.bool_)):
-            raise TypeError(f"mode must be True or False, got {mode!r}")
-        self.training = bool(mode)
+        self.training = _check_flag("mode", mode)
         return self
 
     def eval(self):
@@ -200,6 +223,8 @@ class BertModel:
         The trainer calls it before every step, so that the masks depend only on
         the run's seed and the step number, and a resumed run draws the same ones.
         """
+        if not (_is_seed(seed) or (isinstance(seed, tuple) and seed and all(map(_is_seed, seed)))):
+            raise ValueError(f"seed_dropout(): seed must be an int >= 0 or a tuple of them, got {seed!r}")
         # a stream of its own, distinct from the one that drew the initial weights
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
@@ -223,6 +248,8 @@ class BertModel:
             except ValueError as exc:
                 raise ValueError(f"{name} must be a rectangular (batch, seq_len) array of ints; "
                                  f"the rows of the nested list have different lengths") from exc
+            if value.size == 0:      # [] and [[]]: no tokens, not floats (NumPy's default dtype)
+                value = value.astype(np.int64)
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             raise TypeError(f"{name} must be an array or a nested list of ints, got {type(value).__name__}")
         if value.dtype.kind not in "iu":
@@ -418,18 +445,25 @@ class BertModel:
         d_last_hidden_state: (B, T, H); d_pooler_output: (B, H) or None.
         ``accumulate=True`` adds to the stored gradients instead of overwriting them.
         """
+        accumulate = _check_flag("accumulate", accumulate)
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() first (each forward allows one backward)")
-        caches, self._cache = self._cache, None
-        B, T = caches["shape"]
+        B, T = self._cache["shape"]
         H = self.config.hidden_size
         dh = self._as_grad("d_last_hidden_state", d_last_hidden_state, (B, T, H))
         dp = None if d_pooler_output is None else self._as_grad("d_pooler_output", d_pooler_output, (B, H))
+        caches, self._cache = self._cache, None     # spent only once the arguments are accepted
         self._begin_backward(accumulate)
         self._encode_backward(dh, dp, caches)
 
     def _as_grad(self, name, g, shape):
-        g = self.xp.asarray(g, dtype=self.dtype)
+        g = _untorch(g)
+        if getattr(g, "dtype", np.dtype(float)).kind not in "fiu":
+            raise TypeError(f"{name} must be an array of numbers, got {getattr(g, 'dtype', type(g).__name__)}")
+        try:
+            g = self.xp.asarray(g, dtype=self.dtype)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be an array of numbers, got {type(g).__name__} ({exc})") from None
         if tuple(g.shape) != tuple(shape):
             raise ValueError(f"{name} must have shape {tuple(shape)} (that of the forward output), "
                              f"got {tuple(g.shape)}")
@@ -472,12 +506,15 @@ class BertModel:
         may use the original BERT names ``gamma``/``beta`` (as transformers
         accepts).  A tied alias (``cls.predictions.decoder.weight``/``.bias``)
         stands in for the weight it is tied to when that one is absent, and
-        must equal it when both are given.  Unknown, missing or repeated names
-        and wrong shapes raise one ``ValueError`` listing them all; the model
-        is left unchanged in that case.
+        must equal it when both are given.  Unknown, missing or repeated names,
+        wrong shapes, tensors that are not floating point (bool, int) and NaN
+        or infinite values (also those that only overflow in the model's
+        dtype) raise one ``ValueError`` listing them all; the model is left
+        unchanged in that case.
         """
         if not hasattr(state, "items"):
             raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}")
+        strict = _check_flag("strict", strict)
         own = self.params.params
         tied = self._tied()
         values, aliases, unknown, bad, given = {}, {}, [], [], {}
@@ -499,6 +536,18 @@ class BertModel:
             if tuple(arr.shape) != tuple(own[target].shape):
                 bad.append(f"{key}: expected shape {tuple(own[target].shape)}, got {tuple(arr.shape)}")
                 continue
+            if arr.dtype.kind != "f":
+                bad.append(f"{key}: a weight must be floating point, got dtype {arr.dtype}")
+                continue
+            source = arr
+            with np.errstate(over="ignore"):        # an overflow is reported just below
+                arr = self.xp.asarray(arr, dtype=self.dtype)
+            n_bad = int(self.xp.count_nonzero(~self.xp.isfinite(arr)))
+            if n_bad:
+                rounded = ("" if not bool(np.isfinite(source).all()) else
+                           f" once rounded to the model's {self.dtype} (from {source.dtype})")
+                bad.append(f"{key}: {n_bad} of {arr.size} values are NaN or infinite{rounded}")
+                continue
             (aliases if name in tied else values)[name] = arr
         for alias, arr in aliases.items():
             target = tied[alias]
@@ -506,7 +555,9 @@ class BertModel:
                 values[target] = arr
             elif not np.array_equal(to_numpy(arr), to_numpy(values[target])):
                 bad.append(f"{alias} differs from {target}, but minibert ties them")
-        missing = [n for n in own if n not in values]
+        # a name given with a bad shape or bad values is reported above, not as missing
+        provided = {tied.get(name, name) for name in given}
+        missing = [n for n in own if n not in provided]
         problems = []
         if strict and missing:
             problems.append(f"missing keys: {missing}")
@@ -517,7 +568,7 @@ class BertModel:
         if problems:
             raise ValueError("load_state_dict: " + "; ".join(problems))
         for name, arr in values.items():
-            own[name][...] = self.xp.asarray(arr, dtype=self.dtype)
+            own[name][...] = arr
 
     _LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}   # LayerNorm in the original BERT
 
@@ -674,6 +725,7 @@ class BertForPreTraining(BertModel):
         number = isinstance(loss_scale, (int, float, np.integer, np.floating))
         if not number or isinstance(loss_scale, (bool, np.bool_)) or not (0 < loss_scale < float("inf")):
             raise ValueError(f"loss_scale must be a positive finite number, got {loss_scale!r}")
+        accumulate = _check_flag("accumulate", accumulate)
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() with mlm_labels and/or nsp_labels first "
                                "(there is no loss to differentiate; each forward allows one backward)")

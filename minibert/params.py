@@ -92,7 +92,12 @@ class ParamStore:
             for name, row in padding_rows:
                 if name == s.name:
                     value[row] = 0.0
-            self.params[s.name][...] = self.xp.asarray(value.astype(self.dtype))
+            with np.errstate(over="ignore"):
+                value = value.astype(self.dtype)
+            if s.init == "normal" and not np.isfinite(value).all():
+                raise ValueError(f"initializer_range={initializer_range!r} is too large for {self.dtype}: "
+                                 f"the initial weights of {s.name} would be infinite")
+            self.params[s.name][...] = self.xp.asarray(value)
 
     def enable_half(self):
         """Keep a float16 copy of the weight-decayed parameters (every weight matrix) for mixed precision.
