@@ -150,6 +150,7 @@ def run_minibert(cfg, batch, args):
     import numpy as np
     sys.path.insert(0, str(ROOT))
     import minibert as mb
+    from minibert import accel
     from minibert.optim import AdamW, LossScaler, clip_grad_norm
 
     rng = np.random.default_rng(0)
@@ -162,6 +163,7 @@ def run_minibert(cfg, batch, args):
         batch.update({k: cupy.asarray(v) for k, v in batch.items()})
     else:
         peak = gemm_peak(lambda a, b: a @ b, lambda n: rng.standard_normal((n, n)).astype(np.float32))
+    accel.enable()   # minibert's kernels and malloc setting, as the command line and the trainer run them
     model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device,
                                   mixed_precision=args.mixed_precision)
     opt = AdamW(model.params, lr=1e-4, eps=1e-6, weight_decay=0.01)
@@ -422,7 +424,7 @@ def main_parent(args):
 
 # --------------------------------------------------------------------------- profile
 def profile(args):
-    """Per-function time of minibert's step: every function of minibert.layers, the
+    """Per-function time of minibert's step: every op the model calls (minibert.dispatch), the
     scatter-add and AdamW.step are wrapped with a timer (exclusive time: a call's
     own time minus that of the wrapped functions it calls); what is left of the
     step is the glue in model.py (reshapes, residual adds, gathers)."""
@@ -431,7 +433,7 @@ def profile(args):
     import numpy as np
     sys.path.insert(0, str(ROOT))
     import minibert as mb
-    from minibert import layers as L, optim
+    from minibert import accel, dispatch as L, ops, optim
     from minibert import backend
 
     totals, stack = {}, []
@@ -467,8 +469,7 @@ def profile(args):
     skip = {"get_array_module", "attention_mask_bias", "split_heads", "merge_heads"}
     for name in dir(L):
         obj = getattr(L, name)
-        if callable(obj) and getattr(obj, "__module__", "") == L.__name__ and not name.startswith("_") \
-                and name not in skip:
+        if callable(obj) and name in ops.__all__ and name not in skip:
             if name == "linear_forward":
                 wrap(L, name, lambda x, W, b: linear_label(x, W, b))
             elif name == "linear_backward":
@@ -479,6 +480,7 @@ def profile(args):
 
     cfg = config_dict(args.profile, args.vocab_size, args.dropout)
     batch, _ = make_batch(cfg, args.batch, args.seq_len)
+    accel.enable()   # minibert's kernels and malloc setting, as the command line and the trainer run them
     model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device)
     batch = {k: model.xp.asarray(v) for k, v in batch.items()}
     opt = optim.AdamW(model.params, lr=1e-4)

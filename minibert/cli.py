@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import fields
 from pathlib import Path
 
+from . import accel
 from .train import TrainArgs
 
 PRETRAIN_HELP = """\
@@ -158,6 +159,7 @@ def main(argv=None) -> int:
     dm.add_argument("--steps", type=int, default=None, help="override the demo's number of steps")
 
     ns = parser.parse_args(argv)
+    accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     try:
         if ns.command == "pretrain":
             from .train import pretrain

@@ -18,8 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import fast
-from . import layers as L
+from . import dispatch as D   # the ops of minibert.ops, run by the reference or an accelerated kernel
 from .backend import get_xp, is_cupy, resolve_dtype, to_numpy
 from .config import BertConfig
 from .params import ParamSpec, ParamStore
@@ -135,8 +134,6 @@ class BertModel:
         if mixed_precision and self.dtype != np.float32:
             raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
                              f"got {self.dtype}")
-        if self.xp is np:
-            fast.keep_freed_memory()   # each step reuses the memory the last one freed
         self.params = ParamStore(self._param_specs(), self.xp, self.dtype)
         word = self.prefix + "embeddings.word_embeddings.weight"
         self.params.init(seed, config.initializer_range, padding_rows=[(word, config.pad_token_id)])
@@ -229,11 +226,9 @@ class BertModel:
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
             self._dropout_rng = self.xp.random.RandomState(int(child.generate_state(1)[0]))
-            self._uniform = lambda shape: self._dropout_rng.random_sample(shape, dtype=self.dtype)
         else:
             self._dropout_rng = np.random.default_rng(child)
-            # the same numbers as self._dropout_rng.random(shape, dtype), drawn on all cores
-            self._uniform = lambda shape: fast.uniform(self._dropout_rng, shape, self.dtype)
+        self._uniform = lambda shape: D.uniform(self._dropout_rng, shape, self.dtype)
 
     # ---------------------------------------------------------------------- inputs
     def _check_ids(self, name, value, shape=None, upper=None, allowed=None):
@@ -310,14 +305,14 @@ class BertModel:
         caches = {}
 
         # embeddings: word + position + segment, then LayerNorm and dropout
-        x_word, caches["word"] = L.embedding_forward(ids, P[e + "word_embeddings.weight"])
+        x_word, caches["word"] = D.embedding_forward(ids, P[e + "word_embeddings.weight"])
         x = x_word + P[e + "position_embeddings.weight"][:T] + P[e + "token_type_embeddings.weight"][types]
-        x, caches["emb_ln"] = L.layernorm_forward(x, P[e + "LayerNorm.weight"], P[e + "LayerNorm.bias"],
+        x, caches["emb_ln"] = D.layernorm_forward(x, P[e + "LayerNorm.weight"], P[e + "LayerNorm.bias"],
                                                   c.layer_norm_eps)
-        x, caches["emb_drop"] = L.dropout_forward(x, p_h, self._uniform, train)
+        x, caches["emb_drop"] = D.dropout_forward(x, p_h, self._uniform, train)
         caches["types"] = types
 
-        bias = L.attention_mask_bias(mask, self.dtype)
+        bias = D.attention_mask_bias(mask, self.dtype)
         A = c.num_attention_heads
         caches["layers"] = []
         for i in range(c.num_hidden_layers):
@@ -325,29 +320,29 @@ class BertModel:
             n = w["names"]
             lc = {}
             # self-attention: one matmul gives Q, K and V
-            qkv, lc["qkv"] = L.linear_forward(x, w["Wqkv"], w["bqkv"])           # (B, T, 3H)
+            qkv, lc["qkv"] = D.linear_forward(x, w["Wqkv"], w["bqkv"])           # (B, T, 3H)
             # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
             # block is contiguous: the batched products below then run at full speed
             q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, c.head_dim).transpose(2, 0, 3, 1, 4))
-            ctx, lc["att"] = L.attention_forward(q, k, v, bias, p_a, self._uniform, train)
-            a, lc["ao"] = L.linear_forward(L.merge_heads(ctx), W[n["ao"] + ".weight"], P[n["ao"] + ".bias"])
-            a, lc["drop1"] = L.dropout_forward(a, p_h, self._uniform, train)
+            ctx, lc["att"] = D.attention_forward(q, k, v, bias, p_a, self._uniform, train)
+            a, lc["ao"] = D.linear_forward(D.merge_heads(ctx), W[n["ao"] + ".weight"], P[n["ao"] + ".bias"])
+            a, lc["drop1"] = D.dropout_forward(a, p_h, self._uniform, train)
             # post-LN residual: LayerNorm(x + sublayer(x))
-            h, lc["ln1"] = L.layernorm_forward(a + x, P[n["ln1"] + ".weight"], P[n["ln1"] + ".bias"],
+            h, lc["ln1"] = D.layernorm_forward(a + x, P[n["ln1"] + ".weight"], P[n["ln1"] + ".bias"],
                                                c.layer_norm_eps)
             # feed-forward: H -> I -> H with GELU
-            f, lc["inter"] = L.linear_forward(h, W[n["inter"] + ".weight"], P[n["inter"] + ".bias"])
-            f, lc["gelu"] = L.gelu_forward(f, gelu)
-            f, lc["out"] = L.linear_forward(f, W[n["out"] + ".weight"], P[n["out"] + ".bias"])
-            f, lc["drop2"] = L.dropout_forward(f, p_h, self._uniform, train)
-            x, lc["ln2"] = L.layernorm_forward(f + h, P[n["ln2"] + ".weight"], P[n["ln2"] + ".bias"],
+            f, lc["inter"] = D.linear_forward(h, W[n["inter"] + ".weight"], P[n["inter"] + ".bias"])
+            f, lc["gelu"] = D.gelu_forward(f, gelu)
+            f, lc["out"] = D.linear_forward(f, W[n["out"] + ".weight"], P[n["out"] + ".bias"])
+            f, lc["drop2"] = D.dropout_forward(f, p_h, self._uniform, train)
+            x, lc["ln2"] = D.layernorm_forward(f + h, P[n["ln2"] + ".weight"], P[n["ln2"] + ".bias"],
                                                c.layer_norm_eps)
             caches["layers"].append(lc)
 
         # pooler: dense + tanh on the hidden state of [CLS] (position 0)
         pl = self.prefix + "pooler.dense"
-        pooled, caches["pool_lin"] = L.linear_forward(x[:, 0], W[pl + ".weight"], P[pl + ".bias"])
-        pooled, caches["pool_tanh"] = L.tanh_forward(pooled)
+        pooled, caches["pool_lin"] = D.linear_forward(x[:, 0], W[pl + ".weight"], P[pl + ".bias"])
+        pooled, caches["pool_tanh"] = D.tanh_forward(pooled)
         caches["shape"] = (B, T)
         return x, pooled, caches
 
@@ -359,8 +354,8 @@ class BertModel:
         A = c.num_attention_heads
         if dpooled is not None:
             pl = self.prefix + "pooler.dense"
-            d = L.tanh_backward(dpooled, caches["pool_tanh"])
-            dcls, dW, db = L.linear_backward(d, caches["pool_lin"])
+            d = D.tanh_backward(dpooled, caches["pool_tanh"])
+            dcls, dW, db = D.linear_backward(d, caches["pool_lin"])
             put(pl + ".weight", dW)
             put(pl + ".bias", db)
             dx = dx.copy()
@@ -370,38 +365,38 @@ class BertModel:
             lc = caches["layers"][i]
             w = self._layer_weights(i)
             n = w["names"]
-            dsum, dg, db = L.layernorm_backward(dx, lc["ln2"])
+            dsum, dg, db = D.layernorm_backward(dx, lc["ln2"])
             put(n["ln2"] + ".weight", dg)
             put(n["ln2"] + ".bias", db)
-            df = L.dropout_backward(dsum, lc["drop2"])
-            df, dW, db = L.linear_backward(df, lc["out"])
+            df = D.dropout_backward(dsum, lc["drop2"])
+            df, dW, db = D.linear_backward(df, lc["out"])
             put(n["out"] + ".weight", dW)
             put(n["out"] + ".bias", db)
-            df = L.gelu_backward(df, lc["gelu"])
-            dh, dW, db = L.linear_backward(df, lc["inter"])
+            df = D.gelu_backward(df, lc["gelu"])
+            dh, dW, db = D.linear_backward(df, lc["inter"])
             put(n["inter"] + ".weight", dW)
             put(n["inter"] + ".bias", db)
             dh += dsum  # the residual path around the feed-forward block
-            dsum, dg, db = L.layernorm_backward(dh, lc["ln1"])
+            dsum, dg, db = D.layernorm_backward(dh, lc["ln1"])
             put(n["ln1"] + ".weight", dg)
             put(n["ln1"] + ".bias", db)
-            da = L.dropout_backward(dsum, lc["drop1"])
-            dctx, dW, db = L.linear_backward(da, lc["ao"])
+            da = D.dropout_backward(dsum, lc["drop1"])
+            dctx, dW, db = D.linear_backward(da, lc["ao"])
             put(n["ao"] + ".weight", dW)
             put(n["ao"] + ".bias", db)
             # dq, dk, dv written side by side into one (3, B, A, T, D) array, then
             # (3, B, A, T, D) -> (B, T, 3, A, D) -> (B, T, 3H): the inverse of the forward split
             d3 = self.xp.empty((3, B, A, T, c.head_dim), dtype=self.dtype)
-            L.attention_backward(L.split_heads(dctx, A), lc["att"], out=d3)
+            D.attention_backward(D.split_heads(dctx, A), lc["att"], out=d3)
             dqkv = d3.transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * c.hidden_size)
-            dx, dW, db = L.linear_backward(dqkv, lc["qkv"])
+            dx, dW, db = D.linear_backward(dqkv, lc["qkv"])
             self._put_fused(w["dWqkv"], dW)
             self._put_fused(w["dbqkv"], db)
             dx += dsum  # the residual path around the attention block
 
         e = self.prefix + "embeddings."
-        dx = L.dropout_backward(dx, caches["emb_drop"])
-        dx, dg, db = L.layernorm_backward(dx, caches["emb_ln"])
+        dx = D.dropout_backward(dx, caches["emb_drop"])
+        dx, dg, db = D.layernorm_backward(dx, caches["emb_ln"])
         put(e + "LayerNorm.weight", dg)
         put(e + "LayerNorm.bias", db)
         # the position embedding of position t receives the gradient of every sequence at t
@@ -409,9 +404,9 @@ class BertModel:
         dpos[:T] = dx.sum(axis=0)
         put(e + "position_embeddings.weight", dpos)
         put(e + "token_type_embeddings.weight",
-            L.embedding_backward(dx, (caches["types"], (c.type_vocab_size, c.hidden_size))))
+            D.embedding_backward(dx, (caches["types"], (c.type_vocab_size, c.hidden_size))))
         # added into the gradient buffer, which may already hold the tied MLM decoder's share
-        L.embedding_backward(dx, caches["word"], padding_idx=c.pad_token_id,
+        D.embedding_backward(dx, caches["word"], padding_idx=c.pad_token_id,
                              out=self.params.grads[e + "word_embeddings.weight"])
 
     def _put_grad(self, name, g):
@@ -658,16 +653,16 @@ class BertForPreTraining(BertModel):
         else:
             positions = None
             hm = h
-        t, caches["mlm_dense"] = L.linear_forward(hm, W["cls.predictions.transform.dense.weight"],
+        t, caches["mlm_dense"] = D.linear_forward(hm, W["cls.predictions.transform.dense.weight"],
                                                   P["cls.predictions.transform.dense.bias"])
-        t, caches["mlm_gelu"] = L.gelu_forward(t, _gelu_kind(c.hidden_act))
-        t, caches["mlm_ln"] = L.layernorm_forward(t, P["cls.predictions.transform.LayerNorm.weight"],
+        t, caches["mlm_gelu"] = D.gelu_forward(t, _gelu_kind(c.hidden_act))
+        t, caches["mlm_ln"] = D.layernorm_forward(t, P["cls.predictions.transform.LayerNorm.weight"],
                                                   P["cls.predictions.transform.LayerNorm.bias"],
                                                   c.layer_norm_eps)
-        mlm_logits, caches["decoder"] = L.linear_forward(t, W["bert.embeddings.word_embeddings.weight"],
+        mlm_logits, caches["decoder"] = D.linear_forward(t, W["bert.embeddings.word_embeddings.weight"],
                                                          P["cls.predictions.bias"])
         # NSP head on the pooled [CLS]
-        nsp_logits, caches["nsp"] = L.linear_forward(pooled, W["cls.seq_relationship.weight"],
+        nsp_logits, caches["nsp"] = D.linear_forward(pooled, W["cls.seq_relationship.weight"],
                                                      P["cls.seq_relationship.bias"])
 
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions,
@@ -675,10 +670,10 @@ class BertForPreTraining(BertModel):
         losses = []
         if labels["mlm"] is not None:
             out.mlm_targets = flat[positions]
-            out.mlm_loss, caches["mlm_ce"] = L.softmax_cross_entropy_forward(mlm_logits, out.mlm_targets)
+            out.mlm_loss, caches["mlm_ce"] = D.softmax_cross_entropy_forward(mlm_logits, out.mlm_targets)
             losses.append(out.mlm_loss)
         if labels["nsp"] is not None:
-            out.nsp_loss, caches["nsp_ce"] = L.softmax_cross_entropy_forward(nsp_logits, labels["nsp"])
+            out.nsp_loss, caches["nsp_ce"] = D.softmax_cross_entropy_forward(nsp_logits, labels["nsp"])
             losses.append(out.nsp_loss)
         if losses:
             out.loss = sum(losses[1:], losses[0])
@@ -738,24 +733,24 @@ class BertForPreTraining(BertModel):
 
         dpooled = None
         if "nsp_ce" in caches:
-            dnsp = L.softmax_cross_entropy_backward(loss_scale, caches["nsp_ce"])
-            dpooled, dW, db = L.linear_backward(dnsp, caches["nsp"])
+            dnsp = D.softmax_cross_entropy_backward(loss_scale, caches["nsp_ce"])
+            dpooled, dW, db = D.linear_backward(dnsp, caches["nsp"])
             put("cls.seq_relationship.weight", dW)
             put("cls.seq_relationship.bias", db)
 
         dh = xp.zeros((B, T, H), dtype=self.dtype)
         if "mlm_ce" in caches:
-            dlogits = L.softmax_cross_entropy_backward(loss_scale, caches["mlm_ce"])
-            dt, dW_dec, db = L.linear_backward(dlogits, caches["decoder"])
+            dlogits = D.softmax_cross_entropy_backward(loss_scale, caches["mlm_ce"])
+            dt, dW_dec, db = D.linear_backward(dlogits, caches["decoder"])
             # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
             put("bert.embeddings.word_embeddings.weight", dW_dec)
             del dW_dec, dlogits   # (V, H) and (n_masked, V): freed before the encoder's backward
             put("cls.predictions.bias", db)
-            dt, dg, db = L.layernorm_backward(dt, caches["mlm_ln"])
+            dt, dg, db = D.layernorm_backward(dt, caches["mlm_ln"])
             put("cls.predictions.transform.LayerNorm.weight", dg)
             put("cls.predictions.transform.LayerNorm.bias", db)
-            dt = L.gelu_backward(dt, caches["mlm_gelu"])
-            dhm, dW, db = L.linear_backward(dt, caches["mlm_dense"])
+            dt = D.gelu_backward(dt, caches["mlm_gelu"])
+            dhm, dW, db = D.linear_backward(dt, caches["mlm_dense"])
             put("cls.predictions.transform.dense.weight", dW)
             put("cls.predictions.transform.dense.bias", db)
             # positions are distinct, so a plain indexed assignment scatters the rows back

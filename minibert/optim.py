@@ -22,7 +22,8 @@ import numbers
 
 import numpy as np
 
-from . import fast, gpu_fused
+from . import dispatch
+from .ops.common import get_array_module
 
 
 def _is_number(x) -> bool:
@@ -34,6 +35,23 @@ def _check_lr(lr):
     if not (_is_number(lr) and 0 <= lr < math.inf):
         raise ValueError(f"lr must be a finite number >= 0, got {lr!r}")
     return lr
+
+
+def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
+    """One AdamW update of the flat buffers, in place: parameters p, gradients g, moments m and v.
+
+    step_size = lr / (1 - b1^t) and root_c2 = sqrt(1 - b2^t) carry the bias
+    correction (lr and 1 without it); decay = 1 - lr * weight_decay applies
+    to the first ``n_decay`` entries (the weights; biases and LayerNorm are not
+    decayed).  With m_hat = m / (1 - b1^t) and v_hat = v / (1 - b2^t):
+        p <- p * decay - lr * m_hat / (sqrt(v_hat) + eps)
+    which is the last line below, rearranged.
+    """
+    xp = get_array_module(p)
+    p[:n_decay] *= decay
+    m[...] = b1 * m + (1.0 - b1) * g
+    v[...] = b2 * v + (1.0 - b2) * (g * g)
+    p -= step_size * (m / (xp.sqrt(v) / root_c2 + eps))
 
 
 class AdamW:
@@ -67,15 +85,12 @@ class AdamW:
         xp = store.xp
         self.m = xp.zeros_like(store.data)     # first moment
         self.v = xp.zeros_like(store.data)     # second moment
-        self._tmp = xp.empty_like(store.data)  # scratch: no allocation per step
         self.t = 0
 
     def step(self, lr=None):
         """One update from ``store.grad``; ``lr`` overrides the constant rate (for schedules)."""
-        xp = self.store.xp
         lr = self.lr if lr is None else _check_lr(lr)
         b1, b2 = self.betas
-        p, g, m, v, tmp = self.store.data, self.store.grad, self.m, self.v, self._tmp
         self.t += 1
         if self.bias_correction:
             step_size = lr / (1.0 - b1 ** self.t)
@@ -85,33 +100,8 @@ class AdamW:
         # decoupled weight decay p <- p (1 - lr wd), on the first n_decay entries only
         decay = 1.0 - lr * self.weight_decay
         n_decay = self.store.decay_size if self.weight_decay else 0
-        if gpu_fused.applies(p, g, m, v):  # GPU path: the steps below in one kernel
-            gpu_fused.adamw_step(p, g, m, v, b1, b2, step_size, root_c2, self.eps, decay, n_decay)
-            return
-
-        def update(p, g, m, v, tmp):
-            # m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
-            m *= b1
-            xp.multiply(g, 1.0 - b1, out=tmp)
-            m += tmp
-            v *= b2
-            xp.multiply(g, g, out=tmp)
-            tmp *= 1.0 - b2
-            v += tmp
-            # p <- p - step_size * m / (sqrt(v) / sqrt(c2) + eps)
-            xp.sqrt(v, out=tmp)
-            tmp /= root_c2
-            tmp += self.eps
-            xp.divide(m, tmp, out=tmp)
-            tmp *= step_size
-            p -= tmp
-
-        if fast.applies(p, g, m, v):  # CPU float32: the same steps, block by block in cache
-            fast.adamw_step(p, g, m, v, decay, n_decay, update)
-            return
-        if n_decay:
-            p[:n_decay] *= decay
-        update(p, g, m, v, tmp)
+        dispatch.adamw_update(self.store.data, self.store.grad, self.m, self.v,
+                              b1, b2, step_size, root_c2, self.eps, decay, n_decay)
 
     def state_dict(self) -> dict:
         return {"m": self.m, "v": self.v, "t": self.t}

@@ -1,6 +1,6 @@
-"""Run minibert's CUDA kernels on the CPU: a stand-in for the few CuPy pieces ``gpu_fused`` uses.
+"""Run minibert's CUDA kernels on the CPU: a stand-in for the few CuPy pieces ``minibert.accel.cuda`` uses.
 
-Without a GPU ``tests/test_gpu.py`` skips, and the CUDA C++ in ``minibert/gpu_fused.py``
+Without a GPU ``tests/test_gpu.py`` skips, and the CUDA C++ in ``minibert/accel/cuda/source.py``
 would go unchecked.  This module compiles that very source with the host's C++ compiler
 instead, after a short prelude that provides what CUDA does:
 
@@ -405,7 +405,7 @@ def nvcc():
 
 
 def fake_cupy():
-    """A module to stand in for ``cupy`` while gpu_fused runs on NumPy arrays."""
+    """A module to stand in for ``cupy`` while minibert.accel.cuda runs on NumPy arrays."""
     m = types.ModuleType("cupy")
     m.RawKernel, m.ElementwiseKernel, m.ReductionKernel = RawKernel, ElementwiseKernel, ReductionKernel
     for name in ("empty", "empty_like", "zeros", "ascontiguousarray", "uint8", "float32", "float64",

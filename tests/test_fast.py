@@ -1,4 +1,4 @@
-"""The float32 fast paths (minibert/fast.py) against the reference code in layers.py.
+"""The float32 CPU kernels (minibert/accel/) against the reference ops (minibert/ops/).
 
 Most fast functions repeat the reference's float32 operations in the same
 order and must return the same bits; the exact GELU forward (float64 erf
@@ -16,21 +16,23 @@ import pytest
 from scipy.special import erf as scipy_erf
 
 import minibert as mb
-from minibert import fast, layers as L
+from minibert import accel, dispatch as L
+from minibert.accel import blas, erf as erf_mod, pool, rng as accel_rng
+from minibert.accel.cpu import elementwise, layernorm, loss as cpu_loss
 from conftest import fast_paths_off as reference, padded_batch
 
 
 @contextlib.contextmanager
 def threads(n, block=None):
-    old_n, old_block = fast.num_threads(), fast.BLOCK
-    fast.set_num_threads(n)
+    old_n, old_block = accel.num_threads(), pool.BLOCK
+    accel.set_num_threads(n)
     if block:
-        fast.BLOCK = block  # small blocks: many of them even on small test arrays
+        pool.BLOCK = block  # small blocks: many of them even on small test arrays
     try:
         yield
     finally:
-        fast.set_num_threads(old_n)
-        fast.BLOCK = old_block
+        accel.set_num_threads(old_n)
+        pool.BLOCK = old_block
 
 
 def f32(rng, *shape, scale=1.0):
@@ -48,21 +50,21 @@ def test_erf_within_one_float32_ulp_of_scipy():
     x = np.concatenate([np.linspace(-6, 6, 1_200_001), np.geomspace(1e-38, 1.0, 20_000),
                         -np.geomspace(1e-38, 1.0, 20_000), [0.0, 3.9, 3.95, 4.0, 10.0, 1e30]])
     x = x.astype(np.float32)
-    got = fast.erf(x)
+    got = erf_mod.erf(x)
     assert got.dtype == np.float32
     ref = scipy_erf(x.astype(np.float64)).astype(np.float32)   # the exact value, rounded once
     ulps = np.abs(got.astype(np.float64) - ref) / np.spacing(np.abs(ref))
     assert ulps.max() <= 1.0, f"max error {ulps.max():.2f} ulp at x={x[ulps.argmax()]}"
     assert np.abs(got).max() <= 1.0
-    np.testing.assert_array_equal(fast.erf(np.array([np.inf, -np.inf], np.float32)), [1.0, -1.0])
-    assert np.isnan(fast.erf(np.array([np.nan], np.float32)))[0]
+    np.testing.assert_array_equal(erf_mod.erf(np.array([np.inf, -np.inf], np.float32)), [1.0, -1.0])
+    assert np.isnan(erf_mod.erf(np.array([np.nan], np.float32)))[0]
 
 
 def test_erf_coefficients_come_from_the_fit():
     # a quick, coarser run of the fit that produced the constants lands next to them
-    p, q, err = fast.fit_erf_rational(5, 5, iterations=15, points=4000)
+    p, q, err = erf_mod.fit_erf_rational(5, 5, iterations=15, points=4000)
     assert err < 5e-8
-    assert np.allclose(p, fast._ERF_P, rtol=0.05) and np.allclose(q, fast._ERF_Q, rtol=0.05)
+    assert np.allclose(p, erf_mod._ERF_P, rtol=0.05) and np.allclose(q, erf_mod._ERF_Q, rtol=0.05)
 
 
 # ---------------------------------------------------------------------------- GELU
@@ -168,26 +170,26 @@ def test_cross_entropy_equals_the_reference(rng):
 def test_gemm_gives_the_same_bits_with_any_thread_count(rng, M, K, N, transposed):
     # the shapes of linear_forward (x W^T) and linear_backward (dy^T x, a transposed view);
     # (160, 1000) @ (1000, 128): a shape where OpenBLAS's own threads change the bits
-    if not fast._blas_controller():
+    if not blas._blas_controller():
         pytest.skip("threadpoolctl is not installed")
     a = f32(rng, K, M).T if transposed else f32(rng, M, K)
     b, bias = f32(rng, N, K).T, f32(rng, N)
-    with fast._blas_controller().limit(limits=1, user_api="blas"):
+    with blas._blas_controller().limit(limits=1, user_api="blas"):
         # by construction: each run of rows is one single-threaded BLAS call, whoever makes it
-        runs = np.concatenate([a[r0:r1] @ b for r0, r1 in fast.gemm_blocks(M)])
+        runs = np.concatenate([a[r0:r1] @ b for r0, r1 in blas.gemm_blocks(M)])
         whole = a @ b
     # what any order of float32 sums may be off by: K roundings of the sum of |terms|
     bound = K * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
     for n in (1, 2, 3, 4):
         with threads(n):
-            np.testing.assert_array_equal(fast.gemm(a, b), runs)
-            np.testing.assert_array_equal(fast.gemm(a, b, bias), runs + bias)
+            np.testing.assert_array_equal(blas.gemm(a, b), runs)
+            np.testing.assert_array_equal(blas.gemm(a, b, bias), runs + bias)
     assert (np.abs(runs - whole) <= bound).all()
 
 
 @pytest.mark.parametrize("M", [0, 1, 63, 127, 128, 200, 511, 512, 1000, 4096, 5000, 100_000])
 def test_gemm_cuts_rows_by_the_shape_alone(M):
-    runs = fast.gemm_blocks(M)
+    runs = blas.gemm_blocks(M)
     n = len(runs)
     assert n & (n - 1) == 0 and n <= 16                     # 1, 2, 4, 8 or 16: even shares for 2^k threads
     assert runs[0][0] == 0 and runs[-1][1] == M
@@ -200,21 +202,21 @@ def test_gemm_cuts_rows_by_the_shape_alone(M):
 
 def test_gemm_and_matmul_without_threadpoolctl(rng, monkeypatch):
     # without threadpoolctl the controller is False (not None): one plain product, no crash
-    monkeypatch.setattr(fast, "_blas", False)
+    monkeypatch.setattr(blas, "_blas", False)
     a, b, bias = f32(rng, 300, 20), f32(rng, 20, 7), f32(rng, 7)
     with threads(2):
-        np.testing.assert_allclose(fast.gemm(a, b, bias), a @ b + bias, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(blas.gemm(a, b, bias), a @ b + bias, rtol=1e-6, atol=1e-6)
         s, t = f32(rng, 4, 5, 6), f32(rng, 4, 6, 3)
-        np.testing.assert_allclose(fast.matmul(s, t), s @ t, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(blas.matmul(s, t), s @ t, rtol=1e-6, atol=1e-6)
 
 
 def test_gemm_leaves_the_blas_thread_count_as_it_was(rng):
-    ctl = fast._blas_controller()
+    ctl = blas._blas_controller()
     if not ctl:
         pytest.skip("threadpoolctl is not installed")
     before = [i["num_threads"] for i in ctl.info() if i["user_api"] == "blas"]
     with threads(2):
-        fast.gemm(f32(rng, 256, 32), f32(rng, 32, 16))
+        blas.gemm(f32(rng, 256, 32), f32(rng, 32, 16))
     assert [i["num_threads"] for i in ctl.info() if i["user_api"] == "blas"] == before
 
 
@@ -226,22 +228,37 @@ def test_the_worker_threads_follow_the_callers_error_state(rng):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             with np.errstate(invalid="ignore"):
-                assert np.isnan(fast.gemm(a, b)[::64]).all()
+                assert np.isnan(blas.gemm(a, b)[::64]).all()
         with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
-            fast.gemm(a, b)
+            blas.gemm(a, b)
 
 
-def test_a_cpu_model_keeps_freed_memory_on_glibc():
+def test_enable_keeps_freed_memory_on_glibc_and_a_model_sets_nothing(monkeypatch):
     import platform
+    from minibert.accel import memory
+    calls = []
+    monkeypatch.setattr(memory, "_malloc_tuned", None)
+    monkeypatch.setattr(accel, "keep_freed_memory", lambda: calls.append(1) or memory.keep_freed_memory())
     mb.BertModel(mb.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=16, max_position_embeddings=8))
+    assert calls == []                               # building a model makes no process-wide setting
+    monkeypatch.delenv("MINIBERT_FAST", raising=False)
+    assert accel.enable() is True and calls == [1]
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-        assert fast.keep_freed_memory() is True      # mallopt accepted both settings
+        assert memory.keep_freed_memory() is True    # mallopt accepted both settings
     else:
-        assert fast.keep_freed_memory() is False
+        assert memory.keep_freed_memory() is False
 
 
-@pytest.mark.skipif(not fast.keep_freed_memory(), reason="needs glibc's malloc")
+def test_minibert_fast_0_keeps_the_reference(monkeypatch):
+    monkeypatch.setenv("MINIBERT_FAST", "0")
+    with reference():
+        assert accel.enable() is False and not accel.enabled()
+        x = f32(np.random.default_rng(0), 4, 8)
+        assert L.choose("gelu_forward", x) is mb.ops.gelu_forward
+
+
+@pytest.mark.skipif(not accel.keep_freed_memory(), reason="needs glibc's malloc")
 def test_a_large_array_freed_and_made_again_costs_no_page_faults():
     # The MLM logits and their gradient are over 32 MiB, where glibc would map (and
     # the kernel zero) fresh pages for every step; kept in the heap they are reused.
@@ -265,16 +282,16 @@ def test_every_fast_function_gives_the_same_bits_with_any_thread_count(rng):
     logits, labels = f32(rng, 9, 300, scale=3.0), rng.integers(0, 300, 9)
 
     def run():
-        out = [fast.erf(x)]
+        out = [erf_mod.erf(x)]
         for kind in ("none", "tanh"):
-            y, c = fast.gelu_forward(x, kind)
-            out += [y, fast.gelu_backward(dy, c)]
-        y, c = fast.layernorm_forward(x, g, b, 1e-12)
-        out += [y, *fast.layernorm_backward(dy, c)]
+            y, c = elementwise.gelu_forward(x, kind)
+            out += [y, elementwise.gelu_backward(dy, c)]
+        y, c = layernorm.layernorm_forward(x, g, b, 1e-12)
+        out += [y, *layernorm.layernorm_backward(dy, c)]
         o, c = L.attention_forward(q, k, v, bias, 0.1, lambda s: u, True)
         out += [o, *L.attention_backward(dout, c)]
-        loss, c = fast.softmax_cross_entropy_forward(logits, labels)
-        out += [loss, fast.softmax_cross_entropy_backward(1.0, c)]
+        loss, c = cpu_loss.softmax_cross_entropy_forward(logits, labels)
+        out += [loss, cpu_loss.softmax_cross_entropy_backward(1.0, c)]
         return out
 
     with threads(1, block=64):
@@ -289,15 +306,15 @@ def test_every_fast_function_takes_zero_rows(rng):
     # a batch with no labelled MLM position sends zero rows through the MLM head
     x, dy, g, b = f32(rng, 0, 16), f32(rng, 0, 16), f32(rng, 16), f32(rng, 16)
     for kind in ("none", "tanh"):
-        y, c = fast.gelu_forward(x, kind)
-        assert y.shape == (0, 16) and fast.gelu_backward(dy, c).shape == (0, 16)
-    y, c = fast.layernorm_forward(x, g, b, 1e-12)
-    dx, dg, db = fast.layernorm_backward(dy, c)
+        y, c = elementwise.gelu_forward(x, kind)
+        assert y.shape == (0, 16) and elementwise.gelu_backward(dy, c).shape == (0, 16)
+    y, c = layernorm.layernorm_forward(x, g, b, 1e-12)
+    dx, dg, db = layernorm.layernorm_backward(dy, c)
     assert y.shape == dx.shape == (0, 16)
     same((dg, db), (np.zeros(16, np.float32), np.zeros(16, np.float32)))
-    assert fast.gemm(x, f32(rng, 16, 5)).shape == (0, 5)
-    loss, c = fast.softmax_cross_entropy_forward(f32(rng, 0, 7), np.zeros(0, np.int64))
-    assert loss == 0 and fast.softmax_cross_entropy_backward(1.0, c).shape == (0, 7)
+    assert blas.gemm(x, f32(rng, 16, 5)).shape == (0, 5)
+    loss, c = cpu_loss.softmax_cross_entropy_forward(f32(rng, 0, 7), np.zeros(0, np.int64))
+    assert loss == 0 and cpu_loss.softmax_cross_entropy_backward(1.0, c).shape == (0, 7)
 
 
 @pytest.mark.parametrize("nsp", [True, False])
@@ -379,13 +396,13 @@ def test_uniform_draws_the_serial_stream_on_any_thread_count(shapes):
     ref = [ref_gen.random(s, dtype=np.float32) for s in shapes]
     for n in (1, 2, 3):
         with threads(n):
-            old_min = fast._UNIFORM_MIN
-            fast._UNIFORM_MIN = 1000       # the small arrays take the parallel path too
+            old_min = accel_rng._UNIFORM_MIN
+            accel_rng._UNIFORM_MIN = 1000       # the small arrays take the parallel path too
             try:
                 gen = np.random.default_rng(11)
-                got = [fast.uniform(gen, s) for s in shapes]
+                got = [accel_rng.uniform(gen, s) for s in shapes]
             finally:
-                fast._UNIFORM_MIN = old_min
+                accel_rng._UNIFORM_MIN = old_min
         for a, b in zip(got, ref):
             assert a.shape == b.shape and a.dtype == np.float32
             np.testing.assert_array_equal(a, b)

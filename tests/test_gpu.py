@@ -102,7 +102,7 @@ def test_gpu_pretrain_resume_and_export(tmp_path, monkeypatch):
 # ------------------------------------------------------------ the fused GPU kernels
 @pytest.fixture
 def reference():
-    """Run a block of code on the GPU with the fused kernels off (the reference code in layers.py)."""
+    """Run a block of code on the GPU with the fused kernels off (the reference ops of minibert/ops/)."""
     return fast_paths_off
 
 
@@ -128,12 +128,13 @@ def _uniform_source(seed, dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_fused_layernorm_gelu_dropout_match_the_reference(dtype, reference):
     import cupy
-    from minibert import layers as L, gpu_fused
+    from minibert import dispatch as L
+    from minibert.accel.cuda import kernels
     rs = cupy.random.RandomState(0)
     x = rs.standard_normal((6, 7, 96)).astype(dtype) * 3 + 1
     gamma, beta = rs.standard_normal(96).astype(dtype), rs.standard_normal(96).astype(dtype)
     dy = rs.standard_normal(x.shape).astype(dtype)
-    assert gpu_fused.applies(x, gamma, beta)
+    assert kernels.applies(x, gamma, beta)
     fused = [L.layernorm_forward(x, gamma, beta, 1e-12)]
     fused.append(L.layernorm_backward(dy, fused[0][1]))
     for act in ("none", "tanh"):
@@ -162,7 +163,7 @@ def test_fused_layernorm_gelu_dropout_match_the_reference(dtype, reference):
 @pytest.mark.parametrize("train", [False, True])
 def test_fused_attention_matches_the_reference(dtype, train, reference):
     import cupy
-    from minibert import layers as L
+    from minibert import dispatch as L
     rs = cupy.random.RandomState(1)
     B, A, T, D = 3, 2, 40, 8
     q, k, v, dout = (rs.standard_normal((B, A, T, D)).astype(dtype) for _ in range(4))

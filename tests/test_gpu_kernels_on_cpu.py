@@ -1,9 +1,9 @@
-"""The CUDA kernels of ``minibert/gpu_fused.py``, run on the CPU against the reference code.
+"""The CUDA kernels of ``minibert/accel/cuda/``, run on the CPU against the reference ops.
 
 ``tests/test_gpu.py`` checks them on a GPU and skips without one.  Here the same CUDA
 source is compiled for the CPU (``tests/cuda_on_cpu.py``: threads as fibers, real
-barriers and warp shuffles) and NumPy arrays are routed through the GPU paths of
-``layers.py``, ``optim.py`` and the model, so that a wrong index, a barrier in a branch,
+barriers and warp shuffles) and NumPy arrays are routed to the CUDA kernels by
+``minibert.dispatch``, for the ops, ``optim.py`` and the model, so that a wrong index, a barrier in a branch,
 a kernel argument of the wrong type or a missing guard fails here too.  What this cannot
 check (CuPy itself, the GPU's arithmetic, speed) stays with ``test_gpu.py``.
 """
@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 import minibert as mb
-from minibert import fast, gpu_fused, layers as L
+from minibert import dispatch, dispatch as L
+from minibert.accel import registry
+from minibert.accel.cuda import kernels as cuda_kernels, source as cuda_source
 from conftest import fast_paths_off as reference, padded_batch
 import cuda_on_cpu
 
@@ -23,27 +25,38 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 TOL = {"float64": 1e-12, "float32": 2e-6}
 KERNEL_FUNCTIONS = ("layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward",
-                    "dropout_forward", "attention_probs", "attention_dscores", "adamw_step")
+                    "dropout_forward", "attention_forward", "attention_backward", "adamw_update")
 
 
 def _clear_kernel_caches():
-    for cached in (gpu_fused._raw, gpu_fused._dummy, gpu_fused._elementwise):
+    for cached in (cuda_kernels._raw, cuda_kernels.dummy, cuda_kernels.elementwise):
         cached.cache_clear()
+
+
+def cuda_kernels_on_numpy(monkeypatch, spy=None):
+    """From now on NumPy arrays count as on the device and the dispatch knows only the CUDA kernels.
+
+    ``spy(op, fn)``, optional, wraps each kernel.  Also used by ``tests/test_accel.py``.
+    """
+    monkeypatch.setitem(sys.modules, "cupy", cuda_on_cpu.fake_cupy())
+    monkeypatch.setattr(cuda_kernels, "on_device", lambda a: isinstance(a, np.ndarray))
+    only_cuda = {op: [k._replace(fn=spy(op, k.fn) if spy else k.fn) for k in ks if k.device == "cuda"]
+                 for op, ks in registry.KERNELS.items()}
+    monkeypatch.setattr(dispatch, "KERNELS", only_cuda)   # the CPU kernels would come first
+    _clear_kernel_caches()
 
 
 @pytest.fixture
 def kernels(monkeypatch):
-    """NumPy arrays take the GPU paths; returns the names of the gpu_fused functions called."""
-    monkeypatch.setitem(sys.modules, "cupy", cuda_on_cpu.fake_cupy())
-    monkeypatch.setattr(gpu_fused, "on_device", lambda a: isinstance(a, np.ndarray))
-    monkeypatch.setattr(fast, "applies", lambda *arrays: False)  # the CPU fast paths would come first
+    """NumPy arrays take the CUDA kernels; returns the names of the ops whose kernels ran."""
     called = []
-    for name in KERNEL_FUNCTIONS:
-        def spy(*a, _fn=getattr(gpu_fused, name), _name=name, **k):
-            called.append(_name)
-            return _fn(*a, **k)
-        monkeypatch.setattr(gpu_fused, name, spy)
-    _clear_kernel_caches()
+
+    def spy(op, fn):
+        def run(*a, **k):
+            called.append(op)
+            return fn(*a, **k)
+        return run
+    cuda_kernels_on_numpy(monkeypatch, spy)
     try:
         yield called
     finally:
@@ -88,15 +101,15 @@ def test_the_stand_in_catches_what_would_break_a_gpu(kernels):
     assert x[:40].tolist() == [6.0] * 40 and x[40:].tolist() == [3.0] * 24
     # a block sum over threads that are not whole warps
     with pytest.raises(ValueError, match="warps"):
-        gpu_fused._kernel("layernorm_fwd", gpu_fused._LAYERNORM_FWD, np.float32)(
+        cuda_kernels.kernel("layernorm_fwd", cuda_source.LAYERNORM_FWD, np.float32)(
             (1,), (48,), (x, x, x, x, x, x, np.int32(8), np.float32(1e-12)))
 
 
 def test_a_wrong_kernel_fails_the_comparison(kernels, monkeypatch, rng):
     # the variance divided by H - 1 instead of H: the comparisons below must see it
-    wrong = gpu_fused._LAYERNORM_FWD.replace("block_sum(ss, sh) / T(H)", "block_sum(ss, sh) / T(H - 1)")
-    assert wrong != gpu_fused._LAYERNORM_FWD
-    monkeypatch.setattr(gpu_fused, "_LAYERNORM_FWD", wrong)
+    wrong = cuda_source.LAYERNORM_FWD.replace("block_sum(ss, sh) / T(H)", "block_sum(ss, sh) / T(H - 1)")
+    assert wrong != cuda_source.LAYERNORM_FWD
+    monkeypatch.setattr(cuda_source, "LAYERNORM_FWD", wrong)
     x, g, b = rng.standard_normal((5, 64)), rng.standard_normal(64), rng.standard_normal(64)
     y, _ = L.layernorm_forward(x, g, b, 1e-12)
     with reference():
@@ -145,7 +158,7 @@ def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
     u_kernel, u_ref = _uniforms(5, dtype)
     out_k, cache_k = L.attention_forward(q, k, v, bias, 0.1, u_kernel, train)
     grads_k = L.attention_backward(dout, cache_k)
-    assert kernels == ["attention_probs", "attention_dscores"]
+    assert kernels == ["attention_forward", "attention_backward"]
     with reference():
         out_r, cache_r = L.attention_forward(q, k, v, bias, 0.1, u_ref, train)
         grads_r = L.attention_backward(dout, cache_r)
@@ -172,7 +185,7 @@ def test_adamw_kernel_matches_the_reference(dtype, bias_correction, kernels, rng
             m.params.grad[...] = g
             with (reference() if i else nullcontext()):
                 opt.step(lr=1e-2 * (step + 1))
-    assert kernels.count("adamw_step") == 3
+    assert kernels.count("adamw_update") == 3
     for name, a, b in (("weights", models[0].params.data, models[1].params.data),
                        ("m", opts[0].m, opts[1].m), ("v", opts[0].v, opts[1].v)):
         _close(a, b, dtype, "AdamW " + name)
@@ -227,9 +240,9 @@ def test_a_batch_without_mlm_labels_launches_no_empty_grid(dtype, kernels, rng):
 def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     """The same source through NVIDIA's compiler: what the host compiler accepts and CUDA would not."""
     import subprocess
-    elementwise = gpu_fused._elementwise()
-    parts = [gpu_fused._REDUCE.replace("CTYPE", ctype), gpu_fused._LAYERNORM_FWD, gpu_fused._LAYERNORM_BWD,
-             gpu_fused._ATTENTION_FWD, gpu_fused._ATTENTION_BWD]
+    elementwise = cuda_kernels.elementwise()
+    parts = [cuda_source.REDUCE.replace("CTYPE", ctype), cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD,
+             cuda_source.ATTENTION_FWD, cuda_source.ATTENTION_BWD]
     for k in elementwise.values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))

@@ -87,7 +87,7 @@ def test_fresh_model_loss_is_near_log_vocab(rng):
     assert out.mlm_logits.shape == (8 * 64, 30522)
 
 
-def test_overfits_one_batch(rng):
+def test_overfits_one_batch(rng, either_path):
     config = mb.BertConfig.from_preset("tiny", vocab_size=500)
     model = mb.BertForPreTraining(config, seed=0)
     batch = padded_batch(rng, 500, B=4, T=16, n_labels=(3,))
@@ -113,7 +113,7 @@ def test_labelled_positions_give_the_same_logits_as_all_positions(rng):
     np.testing.assert_array_equal(part.mlm_positions, rows * T + cols)
 
 
-def test_dropout_is_seeded_and_off_at_eval(rng):
+def test_dropout_is_seeded_and_off_at_eval(rng, either_path):
     config = mb.BertConfig.from_preset("tiny", vocab_size=300)
     batch = padded_batch(rng, 300)
     a = mb.BertForPreTraining(config, seed=7).forward(**batch, train=True).loss

@@ -55,7 +55,7 @@ def run_both(name, dtype, rng):
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("dtype,tol_out,tol_grad", [("float64", 1e-9, 1e-8), ("float32", 1e-4, 1e-4)])
-def test_matches_transformers(name, dtype, tol_out, tol_grad, rng):
+def test_matches_transformers(name, dtype, tol_out, tol_grad, rng, either_path):
     model, hf, batch, t = run_both(name, dtype, rng)
     inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
 

@@ -46,7 +46,7 @@ def train_losses(out):
     return [(r["step"], r["loss"]) for r in rows if r["kind"] == "train"]
 
 
-def test_resume_is_bit_identical(corpus_file, tmp_path):
+def test_resume_is_bit_identical(corpus_file, tmp_path, either_path):
     pretrain(small_args(corpus_file, tmp_path / "once"), log=lambda *a: None)
     first = pretrain(small_args(corpus_file, tmp_path / "twice", stop_at=6), log=lambda *a: None)
     assert first.stopped_by == "stop_at" and first.step == 6
@@ -58,6 +58,8 @@ def test_resume_is_bit_identical(corpus_file, tmp_path):
     a = load_checkpoint(list_checkpoints(tmp_path / "once")[-1])[0]["params"]
     b = load_checkpoint(list_checkpoints(tmp_path / "twice")[-1])[0]["params"]
     np.testing.assert_array_equal(a, b)
+    from minibert import accel
+    assert accel.enabled() == (either_path == "accel")   # MINIBERT_FAST=0 kept pretrain on the reference
 
 
 def test_outputs_load_in_transformers(corpus_file, tmp_path):

@@ -1,0 +1,97 @@
+"""Compiling and launching minibert's CUDA kernels with CuPy; which arrays they take.
+
+The raw kernels (``source.py``) are compiled by CuPy on first use (NVRTC)
+and cached on disk by CuPy, once per dtype; the elementwise ones are
+``cupy.ElementwiseKernel``s, compiled for the dtypes they are called with.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from . import source as cuda_source
+
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def on_device(a) -> bool:
+    """Whether ``a`` is a CuPy array.  (``tests/cuda_on_cpu.py`` swaps this for a NumPy
+    test, to run these kernels, compiled for the CPU, where no GPU is present.)"""
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def applies(*arrays) -> bool:
+    """True for CuPy arrays, all float32 or all float64, C-contiguous."""
+    if not arrays:
+        return False
+    dtype = getattr(arrays[0], "dtype", None)
+    for a in arrays:
+        if not on_device(a):
+            return False
+        if a.dtype != dtype or a.dtype not in CTYPES or not a.flags.c_contiguous:
+            return False
+    return True
+
+
+@lru_cache(maxsize=None)
+def _raw(name, source, ctype):
+    import cupy
+    return cupy.RawKernel(cuda_source.REDUCE.replace("CTYPE", ctype) + source, name, options=("--std=c++14",))
+
+
+def kernel(name, source, dtype):
+    return _raw(name, source, CTYPES[np.dtype(dtype)])
+
+
+@lru_cache(maxsize=None)
+def dummy(dtype):
+    import cupy
+    return cupy.zeros(1, dtype=dtype)
+
+
+def threads_per_row(n):
+    """Threads per block for rows of n: a multiple of 32, at most 256."""
+    return int(min(256, max(32, 32 * math.ceil(n / 32))))
+
+
+@lru_cache(maxsize=None)
+def elementwise():
+    """The elementwise kernels (CuPy compiles each for the dtypes it is called with)."""
+    import cupy
+    ek = cupy.ElementwiseKernel
+    return dict(
+        # exact GELU: cdf = (1 + erf(x / sqrt 2)) / 2;  y = x * cdf
+        gelu_fwd=ek("T x", "T y, T cdf",
+                    "cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440))); y = x * cdf;",
+                    "minibert_gelu_fwd"),
+        # d/dx = cdf + x * phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+        gelu_bwd=ek("T dy, T x, T cdf", "T dx",
+                    "dx = dy * (cdf + x * (T(0.39894228040143267794) * exp(T(-0.5) * x * x)));",
+                    "minibert_gelu_bwd"),
+        # tanh GELU: t = tanh(sqrt(2/pi) (x + c x^3));  y = x (1 + t) / 2
+        gelu_tanh_fwd=ek("T x", "T y, T t",
+                         "t = tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x));"
+                         "y = T(0.5) * x * (T(1) + t);", "minibert_gelu_tanh_fwd"),
+        gelu_tanh_bwd=ek("T dy, T x, T t", "T dx",
+                         "T dudx = T(0.79788456080286535588) * (T(1) + T(3) * T(0.044715) * x * x);"
+                         "dx = dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dudx);",
+                         "minibert_gelu_tanh_bwd"),
+        # inverted dropout: mask = (u >= p) / (1 - p);  y = x * mask
+        dropout_fwd=ek("T x, T u, T p, T scale", "T y, T mask",
+                       "mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd"),
+        # AdamW, the same steps as optim.AdamW.step, element by element
+        adamw=ek("T g, T b1, T c1, T b2, T c2, T step_size, T root_c2, T eps, T decay, int64 n_decay",
+                 "T p, T m, T v",
+                 "m = m * b1 + g * c1;"
+                 "v = v * b2 + (g * g) * c2;"
+                 "T q = i < n_decay ? p * decay : p;"
+                 "p = q - (m / (sqrt(v) / root_c2 + eps)) * step_size;",
+                 "minibert_adamw"),
+        # dgamma and dbeta of LayerNorm: column sums over the rows
+        colsum_prod=cupy.ReductionKernel("T dy, T xh", "T out", "dy * xh", "a + b", "out = a", "0",
+                                         "minibert_colsum_prod"),
+    )
+
+

@@ -1,0 +1,183 @@
+"""The ops of ``minibert.ops`` as fused CUDA kernels for CuPy arrays: one pass over memory instead of many.
+
+On the GPU, the reference code runs one CUDA kernel per array expression:
+the exact GELU forward is five kernels, each reading and writing the whole
+activation, and the attention softmax with its mask and dropout is about
+ten passes over a (B, A, T, T) tensor (400 MB per layer for BERT-base at
+T = 512).  Matrix products aside, a GPU step is limited by memory traffic
+and by the number of kernel launches, so each formula here is one kernel:
+
+====================  ==============================================================
+``layernorm_*``       one thread block per row: mean, variance and the normalised
+                      row in the forward; the two row means of the backward
+``gelu_*``            exact (erf) and tanh GELU, forward and backward, one
+                      elementwise kernel each
+``dropout_forward``   mask and product in one kernel (the uniform draws come from
+                      the model's seeded generator, as in the reference, so the
+                      same seed drops the same entries on both paths)
+``attention_*``       scale, mask bias, softmax and dropout in one kernel per
+                      score row; the backward's dropout and softmax Jacobian in
+                      one more
+``adamw_update``      the whole AdamW update of the flat parameter buffer
+====================  ==============================================================
+
+Each kernel repeats its formula with the same operations (the reductions
+sum in a different order) and returns the reference's cache type.
+``tests/test_accel.py`` checks every one against the reference, on a GPU
+or, without one, compiled for the CPU by ``tests/cuda_on_cpu.py``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ops.activations import GeluCache
+from ...ops.attention import AttentionCache, check_attention, dead_sequences
+from ...ops.common import get_array_module
+from ...ops.layernorm import LayerNormCache, check_layernorm
+from . import kernels, source
+
+
+# ------------------------------------------------------------------------ layernorm
+def layernorm_forward(x, gamma, beta, eps):
+    import cupy
+    check_layernorm(x, gamma, beta)
+    H = x.shape[-1]
+    rows = x.size // H
+    y, xhat = cupy.empty_like(x), cupy.empty_like(x)
+    rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+    if rows:                              # a grid of no blocks is a CUDA launch error
+        kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
+            (rows,), (kernels.threads_per_row(H),),
+            (x, gamma, beta, y, xhat, rstd, np.int32(H), x.dtype.type(eps)))
+    return y, LayerNormCache(xhat, rstd, gamma)
+
+
+def layernorm_backward(dy, cache):
+    import cupy
+    xhat, rstd, gamma = cache
+    H = dy.shape[-1]
+    rows = dy.size // H
+    dx = cupy.empty_like(dy)
+    if rows:                              # none, e.g. a batch without a labelled MLM position
+        kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
+            (rows,), (kernels.threads_per_row(H),), (dy, xhat, rstd, gamma, dx, np.int32(H)))
+    dy2, xh2 = dy.reshape(rows, H), xhat.reshape(rows, H)
+    dgamma = kernels.elementwise()["colsum_prod"](dy2, xh2, axis=0)
+    dbeta = dy2.sum(axis=0)
+    return dx, dgamma, dbeta
+
+
+# ----------------------------------------------------------------------------- gelu
+def gelu_forward(x, approximate="none"):
+    k = kernels.elementwise()
+    if approximate == "none":
+        y, cdf = k["gelu_fwd"](x)
+        return y, GeluCache(x, cdf, None)
+    if approximate == "tanh":
+        y, t = k["gelu_tanh_fwd"](x)
+        return y, GeluCache(x, None, t)
+    raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def gelu_backward(dy, cache):
+    x, cdf, t = cache
+    k = kernels.elementwise()
+    return k["gelu_bwd"](dy, x, cdf) if t is None else k["gelu_tanh_bwd"](dy, x, t)
+
+
+# -------------------------------------------------------------------------- dropout
+def dropout_forward(x, p, rng, train):
+    if not train or p == 0.0:
+        return x, None
+    u = rng(x.shape)
+    t = x.dtype.type
+    return kernels.elementwise()["dropout_fwd"](x, u, t(p), t(1.0 / (1.0 - p)))
+
+
+# ------------------------------------------------------------------------ attention
+def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
+    """``ops.attention_forward``: the products by cuBLAS, scale, mask, softmax and dropout in one
+    kernel per score row.  The dropout mask is kept as one byte per entry (0 dropped, 1 kept)."""
+    check_attention(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    probs, probs_d, keep, inv_keep = attention_probs(q @ k.swapaxes(-1, -2), scale, mask_bias,
+                                                     dropout_p, rng, train)
+    out = probs_d @ v
+    return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_sequences(mask_bias))
+
+
+def attention_backward(dout, cache, out=None):
+    """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
+    q, k, v = cache.q, cache.k, cache.v
+    xp = get_array_module(dout)
+    if out is None:
+        out = xp.empty((3,) + q.shape, dtype=q.dtype)
+    dq, dk, dv = out
+    xp.matmul(cache.probs_d.swapaxes(-1, -2), dout, out=dv)
+    keep = cache.drop_mask
+    if keep is not None and keep.dtype != np.uint8:     # a reference cache: multipliers 0 or 1/(1-p)
+        keep = (keep != 0).astype(np.uint8)
+    dscores = attention_dscores(dout @ v.swapaxes(-1, -2), cache.probs, keep, cache.drop_scale,
+                                cache.scale, cache.dead)
+    xp.matmul(dscores, k, out=dq)
+    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+    return dq, dk, dv
+
+
+def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
+    """scores: (B, A, T, Tk) raw q k^T; mask_bias: (B, 1, 1, Tk) or None.
+
+    Returns probs (the softmax, kept for the backward), probs_d (after
+    dropout; the same array without dropout), the uint8 keep mask (or None)
+    and 1 / (1 - p).
+    """
+    import cupy
+    B, A, T, Tk = scores.shape
+    probs = scores                        # written in place: each thread rewrites only what it read
+    drop = train and dropout_p > 0.0
+    t = scores.dtype.type
+    dummy = kernels.dummy(scores.dtype)   # stands in for the arrays a call does not use
+    if drop:
+        u = rng(scores.shape)
+        probs_d = cupy.empty_like(scores)
+        keep = cupy.empty(scores.shape, dtype=cupy.uint8)
+    else:
+        u, probs_d, keep = dummy, dummy, kernels.dummy(np.uint8)
+    bias = dummy
+    if mask_bias is not None:
+        bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=scores.dtype)
+    inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
+    kernels.kernel("attention_fwd", source.ATTENTION_FWD, scores.dtype)(
+        (B * A * T,), (kernels.threads_per_row(Tk),),
+        (scores, bias, np.int32(mask_bias is not None), u, np.int32(drop), probs, probs_d, keep,
+         np.int32(Tk), np.int64(A * T), t(scale), t(dropout_p), t(inv_keep)))
+    if not drop:
+        return probs, probs, None, 1.0
+    return probs, probs_d, keep, inv_keep
+
+
+def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
+    """Gradient of the raw scores from that of the dropped probabilities (in place).
+
+    keep: the uint8 keep mask, or None without dropout."""
+    has_drop = keep is not None
+    if not has_drop:
+        keep, inv_keep = kernels.dummy(np.uint8), 1.0
+    Tk = probs.shape[-1]
+    t = probs.dtype.type
+    kernels.kernel("attention_bwd", source.ATTENTION_BWD, probs.dtype)(
+        (probs.size // Tk,), (kernels.threads_per_row(Tk),),
+        (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), t(scale), t(inv_keep)))
+    if dead is not None:
+        dprobs_d[dead] = 0
+    return dprobs_d
+
+
+# ---------------------------------------------------------------------------- AdamW
+def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
+    """``optim.adamw_update`` as one elementwise kernel over the flat buffers."""
+    t = p.dtype.type
+    kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), t(step_size), t(root_c2),
+                                   t(eps), t(decay), np.int64(n_decay), p, m, v)

@@ -1,0 +1,163 @@
+"""The CUDA C++ of minibert's row kernels, as CuPy compiles it (one source per kernel).
+
+``T`` is the element type (float or double), set by ``REDUCE``'s typedef,
+which every kernel is compiled after.  ``tests/cuda_on_cpu.py`` compiles
+the same strings for the CPU.
+"""
+# A block-wide sum and max: each warp reduces with shuffles, warp 0 reduces the
+# per-warp results.  The leading __syncthreads() lets a kernel call these twice
+# in a row with the same shared buffer.
+REDUCE = r"""
+typedef CTYPE T;
+__device__ __forceinline__ float neg_inf(float) { return __int_as_float(0xff800000); }
+__device__ __forceinline__ double neg_inf(double) { return __longlong_as_double(0xfff0000000000000ULL); }
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ T warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ T block_sum(T v, T* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = lane < nw ? sh[lane] : T(0);
+        v = warp_sum(v);
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+__device__ T block_max(T v, T* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = lane < nw ? sh[lane] : sh[0];
+        v = warp_max(v);
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+"""
+
+# LayerNorm forward, one block per row of H:
+#   mean = sum(x) / H;  var = sum((x - mean)^2) / H;  rstd = 1 / sqrt(var + eps)
+#   xhat = (x - mean) * rstd;  y = xhat * gamma + beta
+LAYERNORM_FWD = r"""
+extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* beta, T* y, T* xhat,
+                                         T* rstd, const int H, const T eps) {
+    __shared__ T sh[32];
+    const long long row = blockIdx.x;
+    const T* xr = x + row * H;
+    T s = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) s += xr[j];
+    const T mean = block_sum(s, sh) / T(H);
+    T ss = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) { T d = xr[j] - mean; ss += d * d; }
+    const T var = block_sum(ss, sh) / T(H);
+    const T r = T(1) / sqrt(var + eps);
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+        T xh = (xr[j] - mean) * r;
+        xhat[row * H + j] = xh;
+        y[row * H + j] = xh * gamma[j] + beta[j];
+    }
+    if (threadIdx.x == 0) rstd[row] = r;
+}
+"""
+
+# LayerNorm backward (input gradient), one block per row, with g = dy * gamma:
+#   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+LAYERNORM_BWD = r"""
+extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rstd, const T* gamma,
+                                         T* dx, const int H) {
+    __shared__ T sh[32];
+    const long long row = blockIdx.x;
+    const T* d = dy + row * H;
+    const T* xh = xhat + row * H;
+    T a = 0, b = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) { T g = d[j] * gamma[j]; a += g; b += g * xh[j]; }
+    const T mean_g = block_sum(a, sh) / T(H);
+    const T mean_gx = block_sum(b, sh) / T(H);
+    const T r = rstd[row];
+    for (int j = threadIdx.x; j < H; j += blockDim.x)
+        dx[row * H + j] = r * (d[j] * gamma[j] - mean_g - xh[j] * mean_gx);
+}
+"""
+
+# Attention probabilities, one block per score row (Tk keys):
+#   z = s * scale + bias[b];  p = exp(z - max z) / sum exp(z - max z)
+#   dropout: keep = u >= p_drop;  p_d = keep ? p / (1 - p_drop) : 0
+# bias is (B, Tk), the additive padding mask (used when has_bias); u the uniform draws
+# (used when has_drop).
+ATTENTION_FWD = r"""
+extern "C" __global__ void attention_fwd(const T* s, const T* bias, const int has_bias, const T* u,
+                                         const int has_drop, T* probs, T* probs_d, unsigned char* keep,
+                                         const int Tk, const long long rows_per_batch,
+                                         const T scale, const T p_drop, const T inv_keep) {
+    __shared__ T sh[32];
+    const long long row = blockIdx.x;
+    const T* sr = s + row * Tk;
+    const T* br = has_bias ? bias + (row / rows_per_batch) * Tk : 0;
+    T m = neg_inf(T(0));
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        T z = sr[j] * scale;
+        if (br) z += br[j];
+        m = fmax(m, z);
+    }
+    m = block_max(m, sh);
+    T total = 0;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        T z = sr[j] * scale;
+        if (br) z += br[j];
+        total += exp(z - m);
+    }
+    total = block_sum(total, sh);
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        T z = sr[j] * scale;
+        if (br) z += br[j];
+        T p = exp(z - m) / total;
+        long long k = row * Tk + j;
+        probs[k] = p;
+        if (has_drop) {
+            bool kp = u[k] >= p_drop;
+            keep[k] = kp;
+            probs_d[k] = kp ? p * inv_keep : T(0);
+        }
+    }
+}
+"""
+
+# Attention backward through dropout and softmax, one block per row, in place on dp:
+#   dq_j = keep_j ? dp_j / (1 - p_drop) : 0      (dropout)
+#   ds_j = p_j (dq_j - sum_k dq_k p_k) * scale   (softmax Jacobian, then the 1/sqrt(D) scale)
+ATTENTION_BWD = r"""
+extern "C" __global__ void attention_bwd(T* dp, const T* probs, const unsigned char* keep,
+                                         const int has_drop, const int Tk, const T scale, const T inv_keep) {
+    __shared__ T sh[32];
+    const long long row = blockIdx.x;
+    T* d = dp + row * Tk;
+    const T* p = probs + row * Tk;
+    const unsigned char* kr = has_drop ? keep + row * Tk : 0;
+    T dot = 0;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        T g = kr ? (kr[j] ? d[j] * inv_keep : T(0)) : d[j];
+        dot += g * p[j];
+    }
+    dot = block_sum(dot, sh);
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        T g = kr ? (kr[j] ? d[j] * inv_keep : T(0)) : d[j];
+        d[j] = p[j] * (g - dot) * scale;
+    }
+}
+"""
+
+

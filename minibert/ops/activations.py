@@ -1,0 +1,87 @@
+"""Elementwise activations (GELU, tanh) and the softmax."""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from ..backend import erf_fn
+from .common import get_array_module
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+GELU_TANH_C = 0.044715
+GELU_FORMS = ("none", "tanh")
+
+
+class GeluCache(NamedTuple):
+    """The input, and Phi(x) (exact form) or tanh(u) (tanh form); the other is None."""
+    x: object
+    cdf: object
+    t: object
+
+
+def gelu_forward(x, approximate="none"):
+    """GELU(x) = x * Phi(x), Phi the standard normal CDF.
+
+    approximate="none": exact, Phi(x) = (1 + erf(x / sqrt 2)) / 2
+        (HF ``hidden_act="gelu"``).
+    approximate="tanh": Phi(x) ~ (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2,
+        the form google-research/bert used (HF ``"gelu_new"``).
+    x: any shape -> same shape; cache ``GeluCache``
+    """
+    xp = get_array_module(x)
+    if approximate == "none":
+        cdf = 0.5 * (1.0 + erf_fn(xp)(x * INV_SQRT_2))
+        return x * cdf, GeluCache(x, cdf, None)
+    if approximate == "tanh":
+        t = xp.tanh(SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x))
+        return 0.5 * x * (1.0 + t), GeluCache(x, None, t)
+    raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def gelu_backward(dy, cache):
+    """d/dx [x Phi(x)] = Phi(x) + x phi(x), phi the normal density.
+
+    For the tanh form, with u = sqrt(2/pi) (x + c x^3) and t = tanh u:
+        d/dx = (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2) / 2
+    """
+    x, cdf, t = cache
+    xp = get_array_module(x)
+    if t is None:
+        pdf = INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+        return dy * (cdf + x * pdf)
+    dudx = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_C * x * x)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dudx)
+
+
+def tanh_forward(x):
+    """y = tanh(x); used by the pooler.  x: any shape; the cache is y itself."""
+    xp = get_array_module(x)
+    y = xp.tanh(x)
+    return y, y
+
+
+def tanh_backward(dy, cache):
+    """dtanh/dx = 1 - tanh^2."""
+    y = cache
+    return dy * (1.0 - y * y)
+
+
+def softmax_forward(x, axis=-1):
+    """Numerically stable softmax along ``axis``; cache (p, axis).
+
+    Subtracting the row maximum leaves the result unchanged (it cancels
+    between numerator and denominator) and keeps exp() from overflowing.
+    """
+    xp = get_array_module(x)
+    z = x - x.max(axis=axis, keepdims=True)
+    e = xp.exp(z)
+    p = e / e.sum(axis=axis, keepdims=True)
+    return p, (p, axis)
+
+
+def softmax_backward(dp, cache):
+    """dx_i = p_i (dp_i - sum_j dp_j p_j): the Jacobian diag(p) - p p^T applied to dp."""
+    p, axis = cache
+    return p * (dp - (dp * p).sum(axis=axis, keepdims=True))

@@ -1,0 +1,134 @@
+"""Multi-head scaled dot-product attention, its padding mask, and the head reshapes.
+
+Shapes: B (batch), A (heads), T (sequence length), D (head size), H = A * D.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .activations import softmax_backward, softmax_forward
+from .common import get_array_module, require
+from .dropout import dropout_backward, dropout_forward
+
+
+class AttentionCache(NamedTuple):
+    """What ``attention_backward`` needs, whichever implementation made it."""
+    q: object            # (B, A, T, D)
+    k: object            # (B, A, T, D)
+    v: object            # (B, A, T, D)
+    probs: object        # (B, A, T, T) softmax of the scores
+    probs_d: object      # probs after dropout (probs itself without dropout)
+    drop_mask: object    # None, or (B, A, T, T): nonzero where dropout kept a probability (see below)
+    drop_scale: float    # 1 / (1 - p), what a kept probability was multiplied by
+    scale: float         # 1 / sqrt(D)
+    dead: object         # (B,) bool: sequences whose every key is masked, or None
+
+
+def dropout_multipliers(cache: AttentionCache):
+    """The dropout mask as ``dropout_forward`` makes it: 0 or 1/(1-p) per probability, or None.
+
+    The reference keeps the mask in that form.  A GPU kernel may keep it as
+    one byte per entry instead (0 = dropped, 1 = kept: a quarter of the
+    memory); this turns either into the multipliers.
+    """
+    m = cache.drop_mask
+    if m is None or m.dtype == cache.probs.dtype:
+        return m
+    return m.astype(cache.probs.dtype) * cache.probs.dtype.type(cache.drop_scale)
+
+
+def attention_mask_bias(attention_mask, dtype):
+    """Additive bias from a keep/pad mask, as HF builds it.
+
+    attention_mask: (B, T) with 1 = attend, 0 = padding  ->  (B, 1, 1, T),
+    0 where kept and the most negative finite number where padded, so that
+    softmax gives padded keys a weight of exactly 0.  A row with no kept key
+    gets the same bias everywhere and so a uniform, finite softmax (no NaN).
+    """
+    neg = np.finfo(dtype).min
+    bias = (1.0 - attention_mask.astype(dtype)) * neg
+    return bias[:, None, None, :]
+
+
+def check_attention(q, k, v) -> None:
+    require(q.ndim == k.ndim == v.ndim == 4 and k.shape == v.shape and q.shape[:2] == k.shape[:2]
+            and q.shape[3] == k.shape[3],
+            f"attention_forward: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}; each must "
+            f"be (B, A, T, D) with the same B, A and D (split_heads makes them from (B, T, H))")
+
+
+def dead_sequences(mask_bias):
+    """(B,) bool, True for a sequence whose every key is masked; None when there is none."""
+    if mask_bias is None:
+        return None
+    dead = (mask_bias[:, 0, 0, :] != 0).all(axis=-1)
+    return dead if bool(dead.any()) else None
+
+
+def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
+    """Scaled dot-product attention for all heads at once.
+
+    q, k, v: (B, A, T, D); mask_bias: (B, 1, 1, T) additive, or None.
+        S = q k^T / sqrt(D) + mask_bias      (B, A, T, T)
+        P = softmax(S) over the keys, then dropout
+        out = P v                            (B, A, T, D)
+    Returns (out, ``AttentionCache``).
+    """
+    check_attention(q, k, v)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.swapaxes(-1, -2)) * scale
+    if mask_bias is not None:
+        scores += mask_bias
+    probs, _ = softmax_forward(scores, axis=-1)
+    probs_d, mask = dropout_forward(probs, dropout_p, rng, train)
+    out = probs_d @ v
+    drop_scale = 1.0 / (1.0 - dropout_p) if mask is not None else 1.0
+    return out, AttentionCache(q, k, v, probs, probs_d, mask, drop_scale, scale, dead_sequences(mask_bias))
+
+
+def attention_backward(dout, cache, out=None):
+    """dout: (B, A, T, D)  ->  dq, dk, dv: (B, A, T, D).
+
+    ``out``, optional: a (3, B, A, T, D) array that receives dq, dk and dv
+    (they are then views of it), so a caller that wants them stacked saves a copy.
+
+        dv = P'^T dout;  dP' = dout v^T;  dS = softmax'(dropout'(dP')) / sqrt(D)
+        dq = dS k;       dk = dS^T q
+    The mask bias is a constant, so it only acts through the softmax.
+
+    One corner case: in a sequence whose keys are all masked, every score is
+    q.k/sqrt(D) plus the most negative float, and in floating point that sum
+    no longer depends on q.k at all.  The softmax is then exactly uniform
+    whatever q and k are, so the true derivative with respect to q and k is 0,
+    and that is what we return.  (Autograd frameworks differentiate the
+    exact-arithmetic formula instead and report a gradient that finite
+    differences do not see.)
+    """
+    q, k, v = cache.q, cache.k, cache.v
+    xp = get_array_module(dout)
+    if out is None:
+        out = xp.empty((3,) + q.shape, dtype=q.dtype)
+    dq, dk, dv = out
+    xp.matmul(cache.probs_d.swapaxes(-1, -2), dout, out=dv)
+    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_multipliers(cache))
+    dscores = softmax_backward(dprobs, (cache.probs, -1)) * cache.scale
+    if cache.dead is not None:
+        dscores[cache.dead] = 0
+    xp.matmul(dscores, k, out=dq)
+    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+    return dq, dk, dv
+
+
+def split_heads(x, num_heads):
+    """(B, T, H) -> (B, A, T, D)."""
+    B, T, H = x.shape
+    return x.reshape(B, T, num_heads, H // num_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    """(B, A, T, D) -> (B, T, H)."""
+    B, A, T, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, A * D)

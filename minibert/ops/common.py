@@ -1,0 +1,18 @@
+"""What every reference op shares: the array module of an array, and the one-line shape check."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def get_array_module(a):
+    """numpy for NumPy arrays, cupy for CuPy arrays."""
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy
+    return np
+
+
+def require(ok: bool, message: str) -> None:
+    """A layer's shape check: one clear line instead of NumPy's broadcasting error further in."""
+    if not ok:
+        raise ValueError(message)

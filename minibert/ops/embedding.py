@@ -1,0 +1,35 @@
+"""The embedding lookup: a row of a table per token id."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import scatter_add_rows
+from .common import get_array_module, require
+
+
+def embedding_forward(ids, W):
+    """Row lookup: out[b, t] = W[ids[b, t]].
+
+    ids: (B, T) int; W: (V, H)  ->  out: (B, T, H); cache (ids, W.shape)
+    """
+    if isinstance(ids, np.ndarray) and ids.size:     # (on a GPU the check would wait for the device)
+        require(ids.dtype.kind in "iu" and 0 <= ids.min() and ids.max() < W.shape[0],
+                f"embedding_forward: ids must be ints in [0, {W.shape[0]}) (the rows of W), "
+                f"got {ids.dtype} from {ids.min()} to {ids.max()}")
+    return W[ids], (ids, W.shape)
+
+
+def embedding_backward(dout, cache, padding_idx=None, out=None):
+    """dW[v] = sum of dout over every position whose id is v.
+
+    dout: (B, T, H)  ->  dW: (V, H).  The row ``padding_idx`` (BERT's
+    ``[PAD]``) gets no gradient, as with PyTorch's ``nn.Embedding``.
+    ``out``: a (V, H) array to add the sums into instead of a new array of
+    zeros (the model's gradient buffer, which may already hold the tied MLM
+    decoder's share; its ``padding_idx`` row is left as it is).
+    """
+    ids, shape = cache
+    xp = get_array_module(dout)
+    dW = xp.zeros(shape, dtype=dout.dtype) if out is None else out
+    scatter_add_rows(xp, dW, ids.reshape(-1), dout.reshape(-1, shape[1]), skip=padding_idx)
+    return dW

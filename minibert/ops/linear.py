@@ -1,0 +1,93 @@
+"""The linear (fully connected) layer, and the float16 product of mixed precision.
+
+Shapes: N rows, ``in`` input features, ``out`` output features.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import get_array_module, require
+
+
+def check_linear(x, W, b) -> None:
+    """The shapes ``linear_forward`` accepts, with a message that says which one is wrong."""
+    require(W.ndim == 2 and b.shape == (W.shape[0],) and x.ndim >= 1 and x.shape[-1] == W.shape[1],
+            f"linear_forward: x {tuple(x.shape)}, W {tuple(W.shape)}, b {tuple(b.shape)}; "
+            f"W is (out, in), so x must end in in = W.shape[1] and b be (out,)")
+
+
+def to_half(a):
+    """``a`` rounded to float16; beyond 65504 it becomes inf (the loss scaler looks for that)."""
+    with np.errstate(over="ignore"):
+        return a.astype(np.float16)
+
+
+def linear_forward(x, W, b, matmul=None):
+    """y = x W^T + b, with W in PyTorch's [out, in] layout.
+
+    x: (..., in); W: (out, in); b: (out,)  ->  y: (..., out); cache (x, W)
+
+    The leading axes are flattened first: one (N, in) x (in, out) product is
+    one BLAS call, where a (B, T, in) @ (in, out) product would be B calls.
+
+    A float16 ``W`` (mixed precision, see ``half_matmul``) makes the product
+    a half-precision one: x is rounded to float16 and kept so for the
+    backward, and y comes back in b's dtype (float32).
+
+    ``matmul``: the (N, K) x (K, M) product to use for float16 operands
+    (default: ``half_matmul``).
+    """
+    check_linear(x, W, b)
+    out_shape = x.shape[:-1] + (W.shape[0],)
+    if W.dtype == np.float16:
+        x16 = to_half(x)
+        # float16 + float32 promotes to float32: the widening and the bias add are one pass
+        y = (matmul or half_matmul)(x16.reshape(-1, x.shape[-1]), W.T) + b
+        return y.reshape(out_shape), (x16, W)
+    y = x.reshape(-1, x.shape[-1]) @ W.T
+    y += b
+    return y.reshape(out_shape), (x, W)
+
+
+def linear_backward(dy, cache, matmul=None):
+    """dy: (..., out)  ->  dx (..., in), dW (out, in), db (out,).
+
+    With x flattened to (N, in):  dx = dy W,  dW = dy^T x,  db = sum_n dy.
+    In mixed precision (a float16 W) both products take dy rounded to
+    float16, and dx, dW come back in dy's dtype; db is summed from dy itself.
+    """
+    x, W = cache
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    x2 = x.reshape(-1, x.shape[-1])
+    if W.dtype == np.float16:
+        mm = matmul or half_matmul
+        dy16 = to_half(dy2)
+        dx = mm(dy16, W).astype(dy.dtype).reshape(x.shape)
+        dW = mm(dy16.T, x2).astype(dy.dtype)
+        return dx, dW, dy2.sum(axis=0)
+    dx = (dy2 @ W).reshape(x.shape)
+    dW = dy2.T @ x2
+    db = dy2.sum(axis=0)
+    return dx, dW, db
+
+
+def half_matmul(a, b, matmul=None):
+    """a @ b for float16 matrices: products summed in float32, the result rounded to float16.
+
+    a: (N, K) float16; b: (K, M) float16  ->  (N, M) float16
+
+    That is what a GPU does with CuPy's float16 matmul (cuBLAS, tensor
+    cores, float32 accumulation), and why mixed precision is fast there.
+    NumPy has no fast float16 product, so on the CPU the operands are widened
+    to float32 (exactly: every float16 is a float32), multiplied by BLAS,
+    and the result rounded back: the same numbers up to the order of the
+    float32 sums, but slower than float32 (the conversions are extra passes).
+    ``matmul``: the float32 product to use on the CPU (default ``np.matmul``).
+    """
+    xp = get_array_module(a)
+    if xp is not np:
+        return xp.matmul(a, b)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    # an overflow gives inf (and inf * 0 NaN): loss scaling looks for them
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (matmul or np.matmul)(a32, b32).astype(np.float16)
