@@ -1,11 +1,30 @@
-"""Kernels for float32 NumPy arrays: the reference's formulas in cache-sized blocks on all cores.
+"""Kernels for float32 NumPy arrays: the reference's formulas, fewer passes over memory, all cores.
+
+The reference ops (``minibert/ops/``) write one NumPy expression per step.
+That style costs time on the CPU for four reasons:
+
+* each NumPy operation reads and writes whole arrays (a 32 x 8 x 128 x 128
+  attention tensor is 16 MB), so a formula of ten operations streams 300 MB
+  through memory and allocates ten temporaries;
+* NumPy's elementwise functions run on one core, while BLAS and PyTorch use
+  them all;
+* ``scipy.special.erf`` (the exact GELU) is a scalar loop, slower than the
+  matrix product that feeds it;
+* between two matrix products a multi-threaded BLAS keeps its threads
+  spinning on the cores that the next NumPy operations need.
+
+The kernels here fix that without changing the math: work is cut into
+blocks of whole rows that stay in cache, spread over one thread pool
+(``accel/pool.py``); the exact GELU uses a float64 rational erf per block
+(``accel/erf.py``); the linear layers' products are cut into fixed runs of
+rows, each a single-threaded BLAS call on the same pool (``accel/blas.py``).
 
 Each module mirrors one of ``minibert/ops/`` and returns the same cache
 type.  Most repeat the reference's float32 operations in the same order
 and so return exactly its values; the exceptions, tested against the
-reference within float32 tolerances, are the exact GELU forward (a float64
-erf per block, ``accel/erf.py``), the LayerNorm parameter gradients (sums
-per block) and the linear layers' products (``accel/blas.py``: a BLAS
-kernel may round a run of rows differently from the same rows in one
-whole product).
+reference within float32 tolerances, are the exact GELU forward, the
+LayerNorm parameter gradients (sums per block) and the linear layers'
+products (a BLAS kernel may round a run of rows differently from the same
+rows in one whole product).  The blocks depend on the shapes alone, so every
+kernel gives the same bits with 1 or N threads.
 """

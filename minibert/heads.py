@@ -1,0 +1,81 @@
+"""BERT's two pre-training heads on the encoder's output, forward and backward.
+
+Masked language modelling: dense + GELU + LayerNorm, then a decoder whose
+weight is the word-embedding matrix (tied) plus a bias of its own, run only
+at the labelled positions when there are labels.  Next sentence prediction:
+a 2-way linear layer on the pooled [CLS] vector.  Shapes: B, T, H, V
+(vocabulary), N (labelled positions).
+"""
+from __future__ import annotations
+
+from . import dispatch as D
+from .encoder import gelu_kind
+from .ops.common import get_array_module
+from .params import ParamSpec
+
+DENSE, NORM = "cls.predictions.transform.dense.", "cls.predictions.transform.LayerNorm."
+DECODER, DECODER_BIAS = "bert.embeddings.word_embeddings.weight", "cls.predictions.bias"   # tied to the embedding
+NSP = "cls.seq_relationship."
+
+
+def head_specs(H, V):
+    return [ParamSpec(DENSE + "weight", (H, H), "normal", True), ParamSpec(DENSE + "bias", (H,), "zeros", False),
+            ParamSpec(NORM + "weight", (H,), "ones", False), ParamSpec(NORM + "bias", (H,), "zeros", False),
+            ParamSpec(DECODER_BIAS, (V,), "zeros", False),
+            ParamSpec(NSP + "weight", (2, H), "normal", True), ParamSpec(NSP + "bias", (2,), "zeros", False)]
+
+
+def heads_forward(h, pooled, W, P, config, mlm_labels, caches):
+    """h: (B, T, H); pooled: (B, H)  ->  mlm_logits, nsp_logits, positions (caches filled in).
+
+    W: the matrices the products use (float16 copies in mixed precision); P:
+    the parameters.  With ``mlm_labels`` (B, T) the MLM head runs at the N
+    labelled positions only (``positions``: their flat indices b*T + t) and
+    mlm_logits is (N, V); without, at every position: (B, T, V).
+    """
+    B, T, H = h.shape
+    if mlm_labels is not None:
+        positions = get_array_module(h).flatnonzero(mlm_labels.reshape(-1) != -100)
+        hm = h.reshape(B * T, H)[positions]                                 # (N, H)
+    else:
+        positions, hm = None, h
+    t, caches["mlm_dense"] = D.linear_forward(hm, W[DENSE + "weight"], P[DENSE + "bias"])
+    t, caches["mlm_gelu"] = D.gelu_forward(t, gelu_kind(config.hidden_act))
+    t, caches["mlm_ln"] = D.layernorm_forward(t, P[NORM + "weight"], P[NORM + "bias"], config.layer_norm_eps)
+    mlm_logits, caches["decoder"] = D.linear_forward(t, W[DECODER], P[DECODER_BIAS])
+    # NSP head on the pooled [CLS]
+    nsp_logits, caches["nsp"] = D.linear_forward(pooled, W[NSP + "weight"], P[NSP + "bias"])
+    return mlm_logits, nsp_logits, positions
+
+
+def heads_backward(caches, loss_scale, put, dtype):
+    """Gradients of ``loss_scale`` times the losses  ->  dh (B, T, H), dpooled (B, H) or None.
+
+    ``put(name, g)`` stores each parameter gradient.
+    """
+    dpooled = None
+    if "nsp_ce" in caches:
+        dnsp = D.softmax_cross_entropy_backward(loss_scale, caches["nsp_ce"])
+        dpooled, dW, db = D.linear_backward(dnsp, caches["nsp"])
+        put(NSP + "weight", dW)
+        put(NSP + "bias", db)
+    B, T = caches["shape"]
+    H = caches["mlm_ln"].gamma.shape[0]
+    dh = get_array_module(caches["mlm_ln"].gamma).zeros((B, T, H), dtype=dtype)
+    if "mlm_ce" in caches:
+        dlogits = D.softmax_cross_entropy_backward(loss_scale, caches["mlm_ce"])
+        dt, dW_dec, db = D.linear_backward(dlogits, caches["decoder"])
+        # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
+        put(DECODER, dW_dec)
+        del dW_dec, dlogits   # (V, H) and (N, V): freed before the encoder's backward
+        put(DECODER_BIAS, db)
+        dt, dg, db = D.layernorm_backward(dt, caches["mlm_ln"])
+        put(NORM + "weight", dg)
+        put(NORM + "bias", db)
+        dt = D.gelu_backward(dt, caches["mlm_gelu"])
+        dhm, dW, db = D.linear_backward(dt, caches["mlm_dense"])
+        put(DENSE + "weight", dW)
+        put(DENSE + "bias", db)
+        # positions are distinct, so a plain indexed assignment scatters the rows back
+        dh.reshape(B * T, H)[caches["positions"]] = dhm
+    return dh, dpooled
