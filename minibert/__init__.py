@@ -1,8 +1,8 @@
 """minibert: BERT pre-training from scratch, forward and backward by hand in NumPy (and CuPy)."""
 from .config import BertConfig, PRESETS
 from .model import BertModel, BertForPreTraining, BertOutput, PreTrainingOutput
-from . import gradcheck, layers
+from . import accel, gradcheck, layers
 
 __version__ = "0.1.0"
 __all__ = ["BertConfig", "PRESETS", "BertModel", "BertForPreTraining", "BertOutput",
-           "PreTrainingOutput", "gradcheck", "layers", "__version__"]
+           "PreTrainingOutput", "accel", "gradcheck", "layers", "__version__"]
