@@ -45,12 +45,14 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
     to the first ``n_decay`` entries (the weights; biases and LayerNorm are not
     decayed).  With m_hat = m / (1 - b1^t) and v_hat = v / (1 - b2^t):
         p <- p * decay - lr * m_hat / (sqrt(v_hat) + eps)
-    which is the last line below, rearranged.
+    On the CPU (float32) and the GPU, ``minibert.dispatch`` runs a fused
+    version of these same lines (``accel/cpu/adamw.py``, ``accel/cuda/``).
     """
     xp = get_array_module(p)
-    p[:n_decay] *= decay
-    m[...] = b1 * m + (1.0 - b1) * g
-    v[...] = b2 * v + (1.0 - b2) * (g * g)
+    p[:n_decay] *= decay                         # decoupled weight decay, weights only
+    m[...] = b1 * m + (1.0 - b1) * g             # first moment: running mean of g
+    v[...] = b2 * v + (1.0 - b2) * (g * g)       # second moment: running mean of g^2
+    # lr * m_hat / (sqrt(v_hat) + eps) = step_size * m / (sqrt(v) / root_c2 + eps)
     p -= step_size * (m / (xp.sqrt(v) / root_c2 + eps))
 
 

@@ -69,7 +69,7 @@ def tanh_backward(dy, cache):
 
 
 def softmax_forward(x, axis=-1):
-    """Numerically stable softmax along ``axis``; cache (p, axis).
+    """Numerically stable softmax along ``axis``: x any shape -> p same shape; cache (p, axis).
 
     Subtracting the row maximum leaves the result unchanged (it cancels
     between numerator and denominator) and keeps exp() from overflowing.
