@@ -49,7 +49,9 @@ def _dispatched(name):
     def op(*args, **kwargs):
         return choose(name, *args, **kwargs)(*args, **kwargs)
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"``{name}``, reference or accelerated: see ``minibert.dispatch``."
+    ref = getattr(ops, name, None)
+    op.__doc__ = ((ref.__doc__ or "") if ref else f"``{name}``.") + \
+        "\n\n    (Dispatched: an accelerated kernel where one is enabled and applies, else the reference.)"
     return op
 
 
