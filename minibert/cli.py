@@ -186,11 +186,8 @@ def main(argv=None) -> int:
 def _train_tokenizer(ns) -> int:
     from .corpus import load_corpus
     from .tokenizer import train_wordpiece
-    from .wordpiece_trainer import bert_special_layout
-    n_special = len(bert_special_layout())
-    if ns.vocab_size <= n_special:
-        raise ValueError(f"--vocab-size must be above the {n_special} special tokens (at least "
-                         f"{n_special + 1}; a useful vocabulary has thousands), got {ns.vocab_size}")
+    from .wordpiece_trainer import check_vocab_size_option
+    check_vocab_size_option(ns.vocab_size)
     out = Path(ns.out)
     if out.parent and not out.parent.exists():
         raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
