@@ -5,7 +5,7 @@ import os
 import shlex
 from pathlib import Path
 
-__all__ = ["read_text"]
+__all__ = ["read_text", "write_whole"]
 
 
 def _conversion_advice(path: Path, data: bytes, encoding: str) -> str:
@@ -54,3 +54,18 @@ def read_text(path: str | os.PathLike, what: str = "file", encoding: str = "utf-
         text = text[1:]                # a byte-order mark is not text
     # Windows (\r\n) and classic Mac OS (\r alone) line ends, as Python's universal newlines
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def write_whole(path, write) -> None:
+    """``write(file)`` into a temporary file beside ``path``, renamed over ``path`` once complete.
+
+    A failure (a full disk) leaves ``path`` as it was, and no temporary file.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

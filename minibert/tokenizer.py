@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .basic_tokenizer import BasicTokenizer
-from .textio import read_text
+from .textio import read_text, write_whole
 from .wordpiece_trainer import train_wordpiece
 
 __all__ = ["WordPieceTokenizer", "load_vocab", "train_wordpiece", "SPECIAL_TOKENS",
@@ -201,7 +201,8 @@ class WordPieceTokenizer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "vocab.txt"
-        path.write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
+        # whole or not at all: a torn vocab.txt (a full disk) would no longer match the run's checkpoints
+        write_whole(path, lambda f: f.write("".join(t + "\n" for t in self.vocab).encode("utf-8")))
         return path
 
     def __len__(self) -> int:

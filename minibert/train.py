@@ -40,6 +40,7 @@ from .config import PRESETS, BertConfig
 from .corpus import Corpus
 from .model import BertForPreTraining
 from .optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
+from .textio import write_whole
 
 VOCAB_NAME = "vocab.txt"
 METRICS_NAME = "metrics.jsonl"
@@ -157,6 +158,9 @@ def check_args(a: TrainArgs) -> BertConfig:
                          f"--corpus {a.corpus} (give the file itself as --corpus)")
     if a.vocab is not None and not Path(a.vocab).is_file():
         raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
+    if a.vocab is None:
+        from .wordpiece_trainer import check_vocab_size_option
+        check_vocab_size_option(a.vocab_size)
     check_writable(Path(a.out))
     return config
 
@@ -301,12 +305,9 @@ def prepare_data(a: TrainArgs, out: Path, log=print):
 
     from .pretraining_data import build_pretraining_dataset, check_instances_fit
     from .tokenizer import WordPieceTokenizer, train_wordpiece
-    from .wordpiece_trainer import check_vocab_size_option
 
     saved_vocab = out / VOCAB_NAME
     trains_vocab = a.vocab is None and not (a.resume and saved_vocab.is_file())
-    if trains_vocab:
-        check_vocab_size_option(a.vocab_size)
     corpus = load_run_corpus(a)
     # a first look at memory before the vocabulary and the tokens: a corpus has at least as
     # many tokens as whitespace-separated words (the exact count is checked again later)
@@ -965,21 +966,6 @@ def start_fresh(out: Path, a: TrainArgs) -> None:
 def _write_history(path: Path, records: list) -> None:
     text = "".join(json.dumps(r) + "\n" for r in records)
     write_whole(path, lambda f: f.write(text.encode()))
-
-
-def write_whole(path, write) -> None:
-    """``write(file)`` into a temporary file beside ``path``, renamed over ``path`` once complete.
-
-    A failure (a full disk) leaves ``path`` as it was, and no temporary file.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # -------------------------------------------------------------------------- plot

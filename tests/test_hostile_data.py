@@ -290,3 +290,38 @@ def test_pretrain_with_a_tokenizer_only_vocabulary_fails_in_one_line(documents, 
                             "--out", str(tmp_path / "r"), "--no-progress", "--no-plot"], capsys)
     assert code == 2 and "\n" not in err
     assert f"{vocab}: no [PAD] [MASK] tokens in the vocabulary" in err, err
+
+
+def test_save_vocabulary_is_whole_or_not_at_all(tmp_path, monkeypatch):
+    # a full disk while vocab.txt is rewritten (a --resume) must leave the old file as it was
+    import builtins
+    from minibert.tokenizer import WordPieceTokenizer
+    old = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
+    path = old.save_vocabulary(tmp_path)
+    before = path.read_bytes()
+    new = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5000)])
+    real_open = builtins.open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            self.f.write(data[:10])
+            raise OSError(28, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def full_open(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return Full(f) if "w" in mode else f
+    monkeypatch.setattr(builtins, "open", full_open)
+    with pytest.raises(OSError):
+        new.save_vocabulary(tmp_path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.txt"]
