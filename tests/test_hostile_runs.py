@@ -405,3 +405,25 @@ print(json.dumps(dict(code=code, names=names, again=again, metrics=metrics)))
     assert seen["names"] == ["checkpoint-00000003.npz", "checkpoint-00000006.npz", "metrics.jsonl", "run.json",
                              "vocab.txt"], seen["names"]
     assert records(seen["metrics"]) == records(once.history)
+
+
+def test_a_resume_with_another_thread_count_continues_the_same_bits(corpus_file, tmp_path):
+    # the README's promise: on one machine, with any number of threads, a resumed run logs the
+    # same numbers and ends with the same weights as an uninterrupted one
+    from minibert import fast
+    was = fast.num_threads()
+    try:
+        fast.set_num_threads(1)
+        whole = pretrain(small_args(corpus_file, tmp_path / "whole", batch_size=8, seq_len=48), log=quiet)
+        pretrain(small_args(corpus_file, tmp_path / "cut", batch_size=8, seq_len=48, stop_at=7), log=quiet)
+        fast.set_num_threads(3)
+        cut = pretrain(small_args(corpus_file, tmp_path / "cut", batch_size=8, seq_len=48, resume=True),
+                       log=quiet)
+    finally:
+        fast.set_num_threads(was)
+    assert records(tmp_path / "cut") == records(tmp_path / "whole")
+    (a1, _), (a2, _) = (load_checkpoint(list_checkpoints(tmp_path / run)[-1]) for run in ("whole", "cut"))
+    assert {"params", "adam_m", "adam_v"} <= set(a1) and set(a1) == set(a2)
+    for name in ("params", "adam_m", "adam_v"):
+        np.testing.assert_array_equal(a1[name], a2[name])
+    assert whole.final_eval == cut.final_eval
