@@ -6,6 +6,8 @@ Every command checks its arguments first and fails with one clear line
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import textwrap
 from dataclasses import fields
@@ -159,20 +161,14 @@ def main(argv=None) -> int:
 
     ns = parser.parse_args(argv)
     try:
-        if ns.command == "pretrain":
-            from .train import pretrain
-            result = pretrain(_train_args(ns))
-            return 0 if result.stopped_by != "nan" else 1
-        if ns.command == "train-tokenizer":
-            return _train_tokenizer(ns)
-        if ns.command == "fill-mask":
-            return _fill_mask(ns)
-        if ns.command == "demo":
-            from .demo import run_demo
-            return run_demo(ns.out, ns.steps)
-    except KeyboardInterrupt:
-        print("minibert: interrupted", file=sys.stderr)
-        return 130
+        with _terminate_as_interrupt():
+            return _dispatch(ns)
+    except KeyboardInterrupt as exc:
+        signame = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
+        advice = ("; a run keeps the checkpoints it saved: run the same command again (with --resume "
+                  "if its folder holds one)") if ns.command == "pretrain" else ""
+        print(f"minibert {ns.command}: interrupted ({signame}){advice}", file=sys.stderr)
+        return 128 + getattr(signal, signame, signal.SIGINT)
     except MemoryError as exc:
         print(f"minibert {ns.command}: error: out of memory ({str(exc) or 'an allocation failed'}); use a "
               f"smaller --batch-size, --seq-len or --config", file=sys.stderr)
@@ -180,6 +176,41 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
         print(f"minibert {ns.command}: error: {exc}", file=sys.stderr)
         return 1 if type(exc).__name__ == "TrainingError" else 2
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (e.g. from a job scheduler) stops the command like Ctrl-C: with one line, not silently.
+
+    During the training loop, pretrain's own handler takes over both signals (it saves a
+    checkpoint and stops cleanly); this one covers everything before and after it.
+    """
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:       # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _dispatch(ns) -> int:
+    """Run the chosen command; returns its exit status."""
+    if ns.command == "pretrain":
+        from .train import pretrain
+        result = pretrain(_train_args(ns))
+        return 0 if result.stopped_by != "nan" else 1
+    if ns.command == "train-tokenizer":
+        return _train_tokenizer(ns)
+    if ns.command == "fill-mask":
+        return _fill_mask(ns)
+    if ns.command == "demo":
+        from .demo import run_demo
+        return run_demo(ns.out, ns.steps)
     return 0
 
 

@@ -427,3 +427,25 @@ def test_a_resume_with_another_thread_count_continues_the_same_bits(corpus_file,
     for name in ("params", "adam_m", "adam_v"):
         np.testing.assert_array_equal(a1[name], a2[name])
     assert whole.final_eval == cut.final_eval
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_data_preparation_stops_with_one_line(corpus_file, tmp_path, monkeypatch, capsys, sig):
+    # before the loop there is nothing to save: one line, the signal's exit status, and the same
+    # command then starts the run afresh
+    real, before = train_module.prepare_data, signal.getsignal(signal.SIGTERM)
+
+    def prepare_then_signal(*args, **kwargs):
+        os.kill(os.getpid(), sig)        # as if a scheduler or Ctrl-C hit the tokenizing
+        return real(*args, **kwargs)
+    monkeypatch.setattr(train_module, "prepare_data", prepare_then_signal)
+    a = small_args(corpus_file, tmp_path / "run")
+    code, err = run_cli(as_command(a), capsys)
+    assert code == 128 + sig
+    assert err.splitlines()[-1].startswith(f"minibert pretrain: interrupted ({signal.Signals(sig).name})")
+    assert "Traceback" not in err
+    monkeypatch.setattr(train_module, "prepare_data", real)
+    code, err = run_cli(as_command(a), capsys)
+    assert code == 0, err
+    assert list_checkpoints(a.out)
+    assert signal.getsignal(signal.SIGTERM) is before         # the command's handler is gone again
