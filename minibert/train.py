@@ -204,8 +204,8 @@ def split_documents(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus,
     n = corpus.num_documents
     n_held = max(2, round(n * fraction))
     if n - n_held < 2:
-        raise ValueError(f"corpus {corpus.name!r} has {n} documents: too few to hold out {n_held} for "
-                         f"evaluation and keep 2 for training")
+        raise ValueError(f"corpus {corpus.name!r} has {n} document{'s' if n != 1 else ''}: too few to hold "
+                         f"out {n_held} for evaluation and keep 2 for training")
     order = np.random.default_rng((seed, 1)).permutation(n)
     held = set(order[:n_held].tolist())
     docs = corpus.documents
@@ -630,7 +630,10 @@ def restore_run(path, model, opt, stream, identity, scaler=None):
     if diff:
         detail = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs now {identity.get(k)!r}"
                            for k in diff if k not in ("config", "corpus", "vocab"))
-        detail += "".join(f", {k} differs" for k in diff if k in ("config", "corpus", "vocab"))
+        what = {"config": "the model config differs",
+                "corpus": "the corpus text differs from the one this run started on",
+                "vocab": f"the vocabulary differs ({VOCAB_NAME} in the run folder, or --vocab, was changed)"}
+        detail += "".join(f", {what[k]}" for k in diff if k in what)
         raise CheckpointError(f"{path} belongs to a different run ({detail.lstrip(', ')}); "
                               f"use another --out or the same settings")
     if scaler is not None and not isinstance(meta.get("loss_scaler"), dict):

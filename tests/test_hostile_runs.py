@@ -449,3 +449,18 @@ def test_a_signal_during_data_preparation_stops_with_one_line(corpus_file, tmp_p
     assert code == 0, err
     assert list_checkpoints(a.out)
     assert signal.getsignal(signal.SIGTERM) is before         # the command's handler is gone again
+
+
+def test_a_resume_after_the_corpus_or_vocab_changed_says_which(corpus_file, tmp_path, capsys):
+    a = small_args(corpus_file, tmp_path / "run", stop_at=3)
+    pretrain(a, log=quiet)
+    (tmp_path / "run" / "vocab.txt").write_text((tmp_path / "run" / "vocab.txt").read_text().replace("\nthe\n", "\nthee\n"))
+    code, err = run_cli(as_command(dataclasses.replace(a, stop_at=None), "--resume"), capsys)
+    assert code == 2 and "vocab.txt in the run folder, or --vocab, was changed" in err, err
+    changed = tmp_path / "changed.txt"
+    changed.write_text(corpus_file.read_text() + "\nOne more sentence.\n")
+    b = small_args(changed, tmp_path / "run2", stop_at=3)
+    pretrain(b, log=quiet)
+    changed.write_text(corpus_file.read_text())
+    code, err = run_cli(as_command(dataclasses.replace(b, stop_at=None), "--resume"), capsys)
+    assert code == 2 and "corpus text differs from the one this run started on" in err, err
