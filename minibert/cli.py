@@ -233,8 +233,12 @@ def _train_tokenizer(ns) -> int:
         tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    out.write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
+    from .textio import write_whole
+    write_whole(out, lambda f: f.write("".join(t + "\n" for t in tok.vocab).encode("utf-8")))
     print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
+    if tok.vocab_size < ns.vocab_size:
+        print(f"note: --vocab-size asked for {ns.vocab_size:,}; the corpus has no more word pieces to learn "
+              f"(every word is already one token)", file=sys.stderr)
     return 0
 
 
@@ -243,6 +247,9 @@ def _fill_mask(ns) -> int:
     from .tokenizer import WordPieceTokenizer
     from .train import fill_mask
     d = Path(ns.model_dir)
+    if d.is_file():
+        raise ValueError(f"{d} is a file; give the model's folder (the one holding config.json, "
+                         f"model.safetensors and vocab.txt)")
     if not (d / "config.json").is_file() and ((d / "run.json").is_file() or (d / "metrics.jsonl").is_file()):
         raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
                                 f"written when the run finishes")

@@ -325,3 +325,20 @@ def test_save_vocabulary_is_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.txt"]
+
+
+def test_train_tokenizer_says_when_the_corpus_has_fewer_pieces_than_asked(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat.\nthe dog ran.\n\nA bird flew.\nIt sang.\n")
+    assert main(["train-tokenizer", "--corpus", str(corpus), "--vocab-size", "5000",
+                 "--out", str(tmp_path / "v.txt")]) == 0
+    err = capsys.readouterr().err
+    assert "asked for 5,000" in err and "no more word pieces" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt", "v.txt"]      # no temporary file left
+
+
+def test_fill_mask_on_a_file_names_the_folder_it_needs(tmp_path, capsys):
+    f = tmp_path / "model.txt"
+    f.write_text("not a model")
+    assert main(["fill-mask", str(f), "the [MASK] ."]) == 2
+    assert "is a file; give the model's folder" in capsys.readouterr().err
