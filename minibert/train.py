@@ -332,8 +332,8 @@ def prepare_data(a: TrainArgs, out: Path, log=print):
         train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=a.dupe_factor, seed=a.seed,
                                           **common)
         held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=a.seed + 1, **common)
-    for w in caught:
-        log(f"warning: {w.message}")
+    for message in dict.fromkeys(str(w.message) for w in caught):   # each once, in order
+        log(f"warning: {message}")
     # held-out batches are masked once, with a fixed generator, so evaluations compare;
     # as many IsNext as NotNext instances, so that NSP's chance level is exactly 50%
     rng = np.random.default_rng((a.seed, 2))

@@ -342,3 +342,17 @@ def test_fill_mask_on_a_file_names_the_folder_it_needs(tmp_path, capsys):
     f.write_text("not a model")
     assert main(["fill-mask", str(f), "the [MASK] ."]) == 2
     assert "is a file; give the model's folder" in capsys.readouterr().err
+
+
+def test_a_token_cache_that_cannot_be_written_is_said_once(tmp_path, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join(" ".join(["word"] * 5) + f" number {d}.\nAnd a second line {d}.\n"
+                                  for d in range(40)))
+    not_a_folder = tmp_path / "cache-is-a-file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("MINIBERT_CACHE", str(not_a_folder))
+    lines = []
+    pretrain(TrainArgs(corpus=str(corpus), vocab_size=120, config="tiny", batch_size=4, seq_len=16, steps=1,
+                       eval_instances=4, progress=False, plot=False, out=str(tmp_path / "run")), log=lines.append)
+    said = [line for line in lines if "token cache" in line]
+    assert len(said) == 1 and "cannot be written" in said[0] and "MINIBERT_CACHE" in said[0], lines
