@@ -16,6 +16,7 @@ EXERCISES = {
     "softmax": "a numerically stable softmax and its backward pass",
     "attention": "scaled dot-product attention with a padding mask, forward and backward",
     "cross_entropy": "softmax cross-entropy that ignores the label -100",
+    "dropout": "inverted dropout, alone and on the attention weights, forward and backward",
     "mlm_masking": "BERT's 15% / 80-10-10 masked-LM corruption",
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
     "adamw": "one AdamW step with decoupled weight decay",

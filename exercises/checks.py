@@ -21,7 +21,7 @@ from minibert.gradcheck import max_rel_error
 from minibert.optim import AdamW
 from minibert.params import ParamSpec, ParamStore
 
-from .harness import Abort, Report, as_array, call, call_watched, compare, diagnose, grad_check
+from .harness import Abort, Report, as_array, call, call_watched, compare, diagnose, grad_check, try_call
 
 CHECKS = {}
 
@@ -41,7 +41,7 @@ def run_check(name: str, module) -> Report:
             warnings.simplefilter("ignore")
             CHECKS[name](report)
     except Abort:
-        pass
+        report.stopped()
     except Exception as exc:  # a result the checker could not even inspect
         report.fail(f"could not use what the functions returned ({type(exc).__name__}: {exc})",
                     "compare the return values with what the stub's docstring asks for")
@@ -189,8 +189,30 @@ def check_layernorm(r: Report) -> None:
          "normalise each row over the last axis (axis=-1, keepdims=True), not the whole array"),
         (gamma * (x - mu) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) + beta,
          "use the eps argument (here 1e-5), not a fixed value"),
+        (gamma * (x - mu) / np.sqrt(H * x.var(-1, keepdims=True) + eps) + beta,
+         "the variance is the MEAN of (x - mu)^2 over the H features (divide the sum by H), not the sum"),
     ]
+    batchnorm = ("normalise each token's own vector, over its H features (axis=-1): statistics over "
+                 "the batch axis mix different examples, which is batch normalisation, not layer "
+                 "normalisation")
+    for axes in (0, (0, 1)):
+        m_, v_ = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
+        known.append((gamma * (x - m_) / np.sqrt(v_ + eps) + beta, batchnorm))
     compare(r, "forward vs minibert", y, want, known=known)
+
+    # ---- eps left out: the stub's default, BERT's layer_norm_eps = 1e-12 (not PyTorch's 1e-5).
+    # With a variance of about 1e-6, eps = 1e-5 changes every output a lot, 1e-12 by 1e-6 at most.
+    xs = rng.standard_normal((4, H)) * 1e-3
+    ones, zeros = np.ones(H), np.zeros(H)
+    no_eps = ("call layernorm_forward(x, gamma, beta) without eps must work: keep the stub's "
+              f"signature, eps={LAYERNORM_DEFAULT_EPS:g}")
+    ys, _ = fwd(r, "layernorm_forward", xs, ones, zeros,
+                hint=lambda exc: no_eps if isinstance(exc, TypeError) else _LN_AXIS if "axis" in str(exc) else None)
+    ys = as_array(r, "y without eps", ys, xs.shape)
+    compare(r, f"y without eps (default {LAYERNORM_DEFAULT_EPS:g}) vs minibert", ys,
+            L.layernorm_forward(xs, ones, zeros, LAYERNORM_DEFAULT_EPS)[0],
+            hint=f"when eps is not passed, use BERT's default eps={LAYERNORM_DEFAULT_EPS:g}",
+            explain=lambda got: _default_eps_hint(xs, got))
 
     dy = rng.standard_normal(x.shape)
     dx, dg, db = unpack(r, "layernorm_backward", bwd(r, "layernorm_backward", dy, cache),
@@ -211,21 +233,53 @@ def check_layernorm(r: Report) -> None:
          "multiply dy by gamma first: g = dy * gamma is the gradient with respect to xhat"),
     ]
     f = forward_output(r, "layernorm_forward", x, gamma, beta, eps)
-    grad_check(r, "dx", f, x, dy, dx, known=known_dx)
-    grad_check(r, "dgamma", f, gamma, dy, dg,
-               known=[((dy * xhat).sum(axis=(0, 1)) / 6, "sum over the rows, do not average")])
-    grad_check(r, "dbeta", f, beta, dy, db,
-               known=[(dy.mean(axis=(0, 1)), "dbeta is the sum of dy over the rows, not the mean")])
+    right = {"y": True}
+    right["dx"] = grad_check(r, "dx", f, x, dy, dx, known=known_dx)
+    right["dgamma"] = grad_check(r, "dgamma", f, gamma, dy, dg, known=[
+        ((dy * xhat).sum(axis=(0, 1)) / 6, "sum over the rows, do not average"),
+        (dy.sum(axis=(0, 1)), "dgamma is the sum of dy * xhat: y = gamma * xhat + beta, so gamma's "
+                              "gradient carries xhat (dbeta is the one without it)"),
+    ])
+    right["dbeta"] = grad_check(r, "dbeta", f, beta, dy, db,
+                                known=[(dy.mean(axis=(0, 1)), "dbeta is the sum of dy over the rows, not the mean")])
 
-    # ---- x is (..., H): any number of leading axes, here none but the rows
+    # ---- x is (..., H): any number of leading axes, here none but the rows.  A result already
+    # wrong for the 3-D x is not compared again: its failure above says all there is to say.
     x2, dy2 = x.reshape(-1, H), dy.reshape(-1, H)
     leading = "x is (..., H): sum dgamma and dbeta over every axis but the last, however many there are"
-    y2, cache2 = fwd(r, "layernorm_forward", x2, gamma, beta, eps)
+    y2, cache2 = fwd(r, "layernorm_forward", x2, gamma, beta, eps,
+                     hint=lambda exc: _LN_AXIS if "axis" in str(exc) else None)
     grads2 = unpack(r, "layernorm_backward", bwd(r, "layernorm_backward", dy2, cache2), 3, "dx, dgamma, dbeta")
     want2 = (want.reshape(-1, H),) + L.layernorm_backward(dy2, L.layernorm_forward(x2, gamma, beta, eps)[1])
     for name, got, ref in zip(("y", "dx", "dgamma", "dbeta"), (y2,) + tuple(grads2), want2):
+        if not right[name]:
+            continue
         got = as_array(r, f"{name} for a 2-D x", got, ref.shape, leading)
         compare(r, f"{name} for a 2-D x (6, {H}) vs minibert", got, ref, hint=leading)
+
+
+LAYERNORM_DEFAULT_EPS = 1e-12   # the default of layernorm_forward's eps in the stub: BERT's layer_norm_eps
+_LN_AXIS = ("x is (..., H), here 2-D: normalise over axis=-1, the last axis whatever the number of axes, "
+            "not a fixed axis=2")
+
+
+def _default_eps_hint(x, y):
+    """Name the eps a LayerNorm without eps used, from its output (gamma = 1, beta = 0).
+
+    y = (x - mu) / sqrt(var + e), so mean(y^2) = var / (var + e), which gives e
+    row by row; the rows agree when the forward is right but for its default eps.
+    """
+    var = x.var(-1)
+    m2 = (np.asarray(y, dtype=np.float64) ** 2).mean(-1)
+    e = var * (1.0 / m2 - 1.0)
+    if not (np.isfinite(e).all() and (e > 1e-10).all() and e.max() < 1.05 * e.min()):
+        return None
+    e = float(np.median(e))
+    known = {1e-5: " (PyTorch's nn.LayerNorm default)", 1e-3: " (Keras' LayerNormalization default)",
+             1e-6: "", 1e-8: ""}
+    name = next((f"{k:g}{v}" for k, v in known.items() if abs(e - k) < 0.02 * k), f"about {e:.1g}")
+    return (f"called without eps, your layernorm_forward uses eps = {name}; BERT's default is "
+            f"{LAYERNORM_DEFAULT_EPS:g} (layer_norm_eps): make eps={LAYERNORM_DEFAULT_EPS:g} the default")
 
 
 # ================================================================================= gelu
@@ -244,6 +298,8 @@ def check_gelu(r: Report) -> None:
         (x / (1 + np.exp(-1.702 * x)), "that is the sigmoid approximation x * sigmoid(1.702 x); "
                                        "write the exact x * Phi(x)"),
         (x * 0.5 * (1 + _erf(x)), "erf's argument is x / sqrt(2), not x"),
+        (x * 0.5 * (1 + _erf(x / 2)), "erf's argument is x / sqrt(2), not x / 2: "
+                                      "Phi(x) = (1 + erf(x / sqrt(2))) / 2"),
     ])
     dy = rng.standard_normal(x.shape)
     dx = as_array(r, "dx", bwd(r, "gelu_backward", dy, cache), x.shape)
@@ -254,6 +310,8 @@ def check_gelu(r: Report) -> None:
          "phi(x) = exp(-x^2 / 2) / sqrt(2 pi): the 1 / sqrt(2 pi) is missing"),
         (cdf + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
          "multiply the local derivative by dy (the chain rule)"),
+        (dy * (cdf + x * np.exp(-x * x) / math.sqrt(2 * math.pi)),
+         "the density's exponent is -x^2 / 2, not -x^2: phi(x) = exp(-x^2 / 2) / sqrt(2 pi)"),
         (dy * _gelu_tanh_derivative(x),
          "that is the derivative of the tanh approximation; the exact GELU's derivative is "
          "Phi(x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi)"),
@@ -305,10 +363,46 @@ def check_softmax(r: Report) -> None:
         (want * dp, "p * dp is missing the term that subtracts sum_i dp_i p_i: "
                     "dx_j = p_j (dp_j - sum_i dp_i p_i), because p_j depends on every x"),
         (want * (dp - (dp * want).sum(0, keepdims=True)), "the sum runs over the last axis"),
+        (want * (dp - dp.sum(-1, keepdims=True)),
+         "the sum inside is sum_i dp_i p_i, each dp_i weighted by p_i (the chain rule through every "
+         "p_i), not sum_i dp_i: dx_j = p_j (dp_j - sum_i dp_i p_i)"),
     ])
 
 
 # ============================================================================ attention
+def _softmax_axis(s, axis=-1):
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _attention_weights(module, func, q, k, *args, **kwargs):
+    """The student's attention weights P, read through v = the identity (out = P I = P); None if that fails.
+
+    ``func(q, k, v, *args, **kwargs)`` must return (out, cache).  Only for a
+    diagnosis: an exception or an odd result gives None, never a report line.
+    """
+    B, A, T, _ = q.shape
+    v = np.broadcast_to(np.eye(T), (B, A, T, T)).copy()
+    res = try_call(module, func, q.copy(), k.copy(), v, *args, **kwargs)
+    try:
+        out = np.asarray(res[0], dtype=np.float64)
+    except Exception:
+        return None
+    return out if out.shape == (B, A, T, T) else None
+
+
+def _float32_hint(P, P_ref):
+    """The hint for attention weights computed in float32, if every weight is a float32 number."""
+    if P is None or not np.isfinite(P).all():
+        return None
+    as32 = lambda a: a.astype(np.float32).astype(np.float64)
+    if np.array_equal(as32(P), P) and not np.array_equal(as32(P_ref), P_ref):
+        return ("every attention weight is a float32 number: the scores or the probabilities are computed "
+                "in float32 somewhere (astype(np.float32), dtype=np.float32). float32 rounds by about 1e-7, "
+                "as much as the check's tolerance, so the gradient check sees only noise: keep float64")
+    return None
+
+
 @checker("attention")
 def check_attention(r: Report) -> None:
     rng = np.random.default_rng(5)
@@ -321,20 +415,49 @@ def check_attention(r: Report) -> None:
     def soft(s):
         return L.softmax_forward(s)[0]
     S = q @ k.swapaxes(-1, -2)
+    Ss = S / math.sqrt(D)
     keep = mask[:, None, None, :]
+    pad = 1.0 - keep
+    big = np.finfo(np.float64).min
+    P_ref = soft(Ss + bias)
+    # +big at the padded keys and -big at the real ones differ by the same constant in every row,
+    # which the softmax cancels: one mistake, one hint
+    turned = ("the mask is turned around: it pushes padded keys UP against the real ones. The very "
+              "NEGATIVE number goes to the padded keys (attention_mask == 0) and 0 to the real ones: "
+              "bias = (1 - mask) * np.finfo(q.dtype).min (or * -10000)")
+    query_axis = ("the softmax runs over the keys, the last axis of S (axis=-1): each query's weights "
+                  "sum to 1. Over axis -2 each key's weights sum to 1 over the queries")
     known = [
-        (soft(S / math.sqrt(D)) * keep @ v,
+        (soft(Ss) * keep @ v,
          "the mask is applied after the softmax: the kept weights no longer sum to 1. "
          "Add a very negative number to the scores of padded keys BEFORE the softmax"),
         (soft(S + bias) @ v, "divide the scores by sqrt(D), the head size"),
         (soft(S / D + bias) @ v, "divide the scores by sqrt(D), not by D"),
-        (soft(S / math.sqrt(D)) @ v, "the padding mask is not applied"),
-        (soft(S / math.sqrt(D) + bias.swapaxes(-1, -2)) @ v,
+        (soft(S / math.sqrt(A * D) + bias) @ v,
+         f"divide by sqrt(D), the size of ONE head (q.shape[-1] = {D}), not by sqrt(H) of the whole hidden "
+         f"state (A * D = {A * D})"),
+        (soft(Ss) @ v, "the padding mask is not applied"),
+        (soft(Ss + bias.swapaxes(-1, -2)) @ v,
          "the mask hides KEYS (the last axis of the scores): reshape it to (B, 1, 1, T)"),
+        (soft(Ss - bias) @ v, turned), (soft(Ss + 1e4 * pad) @ v, turned),
+        (soft(Ss + keep * big) @ v, turned), (soft(Ss - 1e4 * keep) @ v, turned),
+        (soft(Ss + keep) @ v,
+         "the 0/1 attention_mask is added to the scores as it is: turn it into a bias first, 0 for a "
+         "real key and a very negative number for a padded one ((1 - mask) * np.finfo(q.dtype).min)"),
+        (_softmax_axis(Ss + bias, -2) @ v, query_axis), (_softmax_axis(Ss - 1e4 * pad, -2) @ v, query_axis),
     ]
+    weights = {}
+
+    def float32_weights(_got=None):
+        """Diagnosis by the weights themselves (read once, through v = I)."""
+        if "f32" not in weights:
+            weights["f32"] = _float32_hint(_attention_weights(r.module, "attention_forward", q, k, mask),
+                                           P_ref)
+        return weights["f32"]
+
     out, cache = fwd(r, "attention_forward", q, k, v, mask)
     out = as_array(r, "out", out, want.shape, "out has q's shape (B, A, T, D)")
-    compare(r, "forward vs minibert", out, want, known=known)
+    compare(r, "forward vs minibert", out, want, known=known, explain=float32_weights)
 
     qb = q * 1000                # scores beyond 709, where exp overflows without the row maximum
     ob, _ = fwd(r, "attention_forward", qb, k, v, mask)
@@ -349,32 +472,70 @@ def check_attention(r: Report) -> None:
              "changing v at padded positions leaves out unchanged",
              "padded keys must get exactly zero attention weight")
 
+    # ---- a batch with a sequence that is padding only (it happens: an empty document, a short
+    # last batch padded out).  Its output may be anything finite: the mean of v with
+    # np.finfo.min (every score ties), softmax(S) v with google-research/bert's -10000.
+    dead_mask = np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0]])
+    od, cd = fwd(r, "attention_forward", q, k, v, dead_mask)
+    od = as_array(r, "out with a fully padded sequence", od, want.shape, finite=False)
+    finite = bool(np.isfinite(od).all())
+    nan_in_dead_only = bool(np.isfinite(od[0]).all()) and not finite
+    if finite:
+        dead_hint = None
+    elif float32_weights():     # np.finfo(np.float64).min is -inf in float32: the same NaN
+        dead_hint = float32_weights() + " (in float32, np.finfo(np.float64).min becomes -inf, hence the NaN)"
+    elif nan_in_dead_only:
+        dead_hint = ("a sequence whose every key is padding gives NaN: with -inf as the mask value each of "
+                     "its scores is -inf, the row maximum is -inf, and -inf - (-inf) = NaN (notebook 03). "
+                     "Mask with a large finite negative number instead: np.finfo(q.dtype).min (or -10000, "
+                     "as google-research/bert does)")
+    else:
+        dead_hint = ("the output holds NaN or inf when one sequence of the batch is all padding: keep the "
+                     "mask value finite and never divide by a sum of weights that can be 0")
+    r.require(finite, "a fully padded sequence gives a finite output (no NaN)", dead_hint)
+    ref_dead = L.attention_forward(q, k, v, L.attention_mask_bias(dead_mask, np.float64))[0]
+    compare(r, "the other sequence of that batch vs minibert", od[0], ref_dead[0],
+            hint="a fully padded sequence must not change the output of the other sequences of the batch")
+    dd = unpack(r, "attention_backward", bwd(r, "attention_backward", rng.standard_normal(want.shape), cd),
+                3, "dq, dk, dv")
+    for n, g in zip(("dq", "dk", "dv"), dd):
+        as_array(r, f"{n} with a fully padded sequence", g, q.shape,
+                 "the backward pass gives NaN or inf for a fully padded sequence: never divide by a sum "
+                 "of weights that can be 0, keep the mask value finite")
+    r.ok("dq, dk, dv are finite with a fully padded sequence")
+
     dout = rng.standard_normal(out.shape)
     grads = unpack(r, "attention_backward", bwd(r, "attention_backward", dout, cache),
                    3, "dq, dk, dv")
     dq, dk, dv = (as_array(r, n, g, q.shape) for n, g in zip(("dq", "dk", "dv"), grads))
     rq, rk, rv = L.attention_backward(dout, L.attention_forward(q, k, v, bias)[1])
     uq, uk, uv = L.attention_backward(dout, L.attention_forward(q, k, v, 0 * bias)[1])   # without the mask
-    P = soft(S / math.sqrt(D) + bias)
+    P = P_ref
     dP = dout @ v.swapaxes(-1, -2)
     dS = P * (dP - (dP * P).sum(-1, keepdims=True)) / math.sqrt(D)
+    dS_q = P * (dP - (dP * P).sum(-2, keepdims=True)) / math.sqrt(D)        # summed over the queries
     no_scale = "the backward pass of S = q k^T / sqrt(D) also divides by sqrt(D)"
     no_mask = ("the backward pass must use the masked P of the forward pass (keep it in the cache): "
                "without the mask, padded keys get weight and gradient")
     transpose_dS = ("dk = dS^T q / sqrt(D): transpose dS (swapaxes(-1, -2)), "
                     "since S = q k^T holds k transposed")
+    sum_axis = ("the softmax backward sums dP * P over the keys, the axis the softmax normalised "
+                "(axis=-1, keepdims=True), not over the queries")
     f = forward_output(r, "attention_forward", q, k, v, mask)
     grad_check(r, "dq", f, q, dout, dq, known=[
         (rq * math.sqrt(D), no_scale), (uq, no_mask),
         (rq * mask[:, None, :, None], "the mask hides keys only: a padded query still has an output, "
                                       "so its dq is not zero; do not mask dq"),
-    ])
+        (dS_q @ k, sum_axis),
+    ], explain=float32_weights)
     grad_check(r, "dk", f, k, dout, dk, known=[(rk * math.sqrt(D), no_scale), (uk, no_mask),
-                                                (dS @ q, transpose_dS), (rq, transpose_dS)])
+                                                (dS @ q, transpose_dS), (rq, transpose_dS),
+                                                (dS_q.swapaxes(-1, -2) @ q, sum_axis)],
+               explain=float32_weights)
     grad_check(r, "dv", f, v, dout, dv, known=[
         (uv, no_mask),
         (P @ dout, "dv = P^T dout: transpose P (swapaxes(-1, -2)); out = P v sums over the keys"),
-    ])
+    ], explain=float32_weights)
 
 
 # ======================================================================== cross_entropy
@@ -406,13 +567,6 @@ def check_cross_entropy(r: Report) -> None:
               "compute log-softmax as z - log(sum(exp(z))) with z = logits - row max; "
               "log(softmax) underflows to log(0)")
     compare(r, "loss for logits of size ~1000", lb, float(L.softmax_cross_entropy_forward(big, labels)[0]))
-    _, cb = fwd(r, "softmax_cross_entropy_forward", big, labels, hint=idx_hint)
-    stable = ("the backward pass must be stable too: take softmax = exp(log p) from the log-softmax of "
-              "the forward pass, or subtract the row maximum again; exp(logits) overflows")
-    db_ = as_array(r, "dlogits for logits of size ~1000", bwd(r, "softmax_cross_entropy_backward", 1.0, cb),
-                   big.shape, stable)
-    compare(r, "dlogits for logits of size ~1000", db_,
-            L.softmax_cross_entropy_backward(1.0, L.softmax_cross_entropy_forward(big, labels)[1]), hint=stable)
 
     none = np.full(N, -100)
     l0, c0 = fwd(r, "softmax_cross_entropy_forward", logits, none, hint=idx_hint)
@@ -421,7 +575,9 @@ def check_cross_entropy(r: Report) -> None:
               "with no labelled row, divide by max(n_valid, 1) so the loss is 0, not NaN")
     d0 = as_array(r, "dlogits with every label ignored", bwd(r, "softmax_cross_entropy_backward", 1.0, c0),
                   logits.shape, "with no labelled row the gradient is 0: divide by max(n_valid, 1)")
-    r.expect(not d0.any(), "zero gradient when every label is ignored")
+    r.expect(not d0.any(), "zero gradient when every label is ignored",
+             "ignored rows get zero gradient: multiply each row of the gradient by its 0/1 'valid' mask "
+             "(here every row is ignored, so dlogits must be all 0)")
 
     dloss = 1.7
     dl = as_array(r, "dlogits", bwd(r, "softmax_cross_entropy_backward", dloss, cache), logits.shape)
@@ -434,13 +590,27 @@ def check_cross_entropy(r: Report) -> None:
     grad_check(r, "dlogits (dloss = 1.7)", f, logits, dloss, dl, known=[
         (dloss * (p - onehot) / n_valid, "ignored rows must get zero gradient"),
         ((p - onehot) * valid[:, None] / n_valid, "multiply the gradient by dloss"),
-        (dloss * (p - onehot) * valid[:, None] / N, "divide by the number of labelled rows, not N"),
+        (dloss * (p - onehot) * valid[:, None] / N,
+         "the gradient divides by n_valid, the number of labelled rows, not by N: it is the gradient "
+         "of the mean over the labelled rows"),
         (dloss * (p - onehot) * valid[:, None],
          "the 1/n_valid of the mean is missing: dlogits = dloss * (softmax - onehot) / n_valid "
          "on the labelled rows"),
         (dloss * (p - onehot) * valid[:, None] / n_valid ** 2,
          "divide by n_valid once: the gradient of the mean carries 1/n_valid a single time"),
     ])
+
+    # ---- the backward pass for logits of size ~1000, once it is right for ordinary ones: a
+    # difference here can only come from exp overflowing (a non-finite result says so)
+    _, cb = fwd(r, "softmax_cross_entropy_forward", big, labels, hint=idx_hint)
+    stable = ("the backward pass must be stable too: take softmax = exp(log p) from the log-softmax of "
+              "the forward pass, or subtract the row maximum again; exp(logits) overflows")
+    db_ = as_array(r, "dlogits for logits of size ~1000", bwd(r, "softmax_cross_entropy_backward", 1.0, cb),
+                   big.shape, stable)
+    compare(r, "dlogits for logits of size ~1000", db_,
+            L.softmax_cross_entropy_backward(1.0, L.softmax_cross_entropy_forward(big, labels)[1]),
+            hint="subtract each row's maximum before exp in the backward pass too; the values are right "
+                 "for ordinary logits but not for large ones")
 
     # ---- another ignore_index: the argument, not the constant -100, says which rows do not count.
     # The same rows are ignored, so the results must be the student's own from above (right or
@@ -456,6 +626,219 @@ def check_cross_entropy(r: Report) -> None:
         di = as_array(r, f"dlogits with ignore_index={ignore}",
                       bwd(r, "softmax_cross_entropy_backward", dloss, ci), logits.shape)
         compare(r, f"dlogits, ignore_index={ignore} vs -100", di, dl, hint=use_it)
+
+
+# ============================================================================== dropout
+def _seeded_output(r: Report, func: str, *args, seed: int, **kwargs):
+    """``func(*args, rng)[0]`` with a new generator of the same seed at every call, on copies of ``args``.
+
+    What the gradient check differentiates: with the same seed the mask is the
+    same at every call, so the forward pass is a fixed function of its input.
+    """
+    f = getattr(r.module, func)
+    return lambda: f(*[_copy(a) for a in args], np.random.default_rng(seed), **kwargs)[0]
+
+
+def _near(values, target, rtol=1e-9) -> bool:
+    return values.size > 0 and bool(np.allclose(values, target, rtol=rtol, atol=0.0))
+
+
+def _scale_hint(ratio, p, what="entries"):
+    """Why kept values are not x / (1 - p), from their ratio to x (None if no known reason)."""
+    if _near(ratio, 1.0):
+        return (f"the kept {what} are not scaled: inverted dropout multiplies them by 1/(1 - p) at TRAINING "
+                "time, so that E[out] = x and evaluation is the identity (no scaling at eval)")
+    if _near(ratio, 1.0 - p):
+        return (f"the kept {what} are scaled by (1 - p); the scale is 1/(1 - p), so that "
+                "E[out] = (1 - p) * x / (1 - p) = x")
+    if _near(ratio, 1.0 / p):
+        return (f"the kept {what} are scaled by 1/p: p is the probability of DROPPING, so keep with "
+                "probability 1 - p and scale by 1/(1 - p)")
+    return None
+
+
+def _drop_share_hint(share, p, what="entries"):
+    if share == 0:
+        return f"nothing was dropped with train=True: drop each of the {what} with probability p"
+    if abs(share - (1 - p)) < 0.05:
+        return (f"p is the probability of DROPPING (BERT's 0.1 drops 10%): {share:.2f} of the {what} were "
+                f"dropped with p = {p}; keep an entry where rng.random() >= p")
+    return f"drop each of the {what} with probability p (here {p}): keep where rng.random(shape) >= p"
+
+
+@checker("dropout")
+def check_dropout(r: Report) -> None:
+    rng = np.random.default_rng(11)
+    p = 0.1
+    x = rng.standard_normal((100, 100))
+    x[x == 0.0] = 1.0                      # every entry non-zero: a zero in out means dropped
+
+    # ---- training: each entry is 0 or x / (1 - p), about p of them 0, each on its own draw
+    out, _ = fwd(r, "dropout_forward", x, p, np.random.default_rng(1), train=True)
+    out = as_array(r, "out (train=True)", out, x.shape, "out has x's shape")
+    dropped = out == 0.0
+    ratio = out[~dropped] / x[~dropped]
+    r.expect(_near(ratio, 1.0 / (1.0 - p), 1e-12), "train=True: every entry is 0 or x / (1 - p)",
+             _scale_hint(ratio, p) or "in training each entry is either 0 (dropped) or x / (1 - p) (kept)")
+    same_rows = float((dropped == dropped[0]).all(axis=1).mean())
+    same_cols = float((dropped == dropped[:, :1]).all(axis=0).mean())
+    r.expect(same_rows < 0.5 and same_cols < 0.5, "each entry is dropped on its own draw",
+             "draw one number per ENTRY of x, rng.random(x.shape), not one per row or per feature: "
+             "a mask broadcast over a whole axis drops whole rows or columns at once")
+    share = float(dropped.mean())
+    r.expect(abs(share - p) < 0.015, f"{share:.3f} of the entries dropped with p = {p}",
+             _drop_share_hint(share, p))
+    out3, _ = fwd(r, "dropout_forward", x, 0.3, np.random.default_rng(2), train=True)
+    out3 = as_array(r, "out (train=True, p=0.3)", out3, x.shape)
+    share3 = float((out3 == 0.0).mean())
+    kept3 = out3 != 0.0
+    right3 = abs(share3 - 0.3) < 0.02 and _near(out3[kept3] / x[kept3], 1 / 0.7, 1e-12)
+    r.expect(right3, f"p = 0.3: {share3:.3f} dropped, the rest x / 0.7",
+             "use the p argument, not a fixed 0.1" if abs(share3 - p) < 0.02 else
+             _scale_hint(out3[kept3] / x[kept3], 0.3) or _drop_share_hint(share3, 0.3))
+
+    # ---- the mask comes from rng: the same seed, the same mask; another seed, another mask
+    again, _ = fwd(r, "dropout_forward", x, p, np.random.default_rng(1), train=True)
+    other, _ = fwd(r, "dropout_forward", x, p, np.random.default_rng(7), train=True)
+    again = as_array(r, "out (train=True, the same seed)", again, x.shape)
+    other = as_array(r, "out (train=True, another seed)", other, x.shape)
+    r.expect(np.array_equal(again, out) and not np.array_equal(other == 0.0, dropped),
+             "the same seed gives the same mask, another seed another",
+             "draw every random number from the rng argument (not np.random.*, not a generator of your "
+             "own with a fixed seed)")
+
+    # ---- evaluation, and p = 0: the identity
+    oe, ce = fwd(r, "dropout_forward", x, p, np.random.default_rng(3), train=False)
+    oe = as_array(r, "out (train=False)", oe, x.shape)
+    if np.array_equal(oe, x):
+        eval_hint = None
+    elif _near(oe / x, 1.0 - p):
+        eval_hint = ("at evaluation (train=False) dropout is the identity: inverted dropout did its scaling "
+                     "at training time, so do not multiply by (1 - p) here")
+    elif (oe == 0.0).any():
+        eval_hint = "train=False: nothing is dropped at evaluation, out = x"
+    else:
+        eval_hint = "train=False: out = x, unchanged (the identity)"
+    r.expect(eval_hint is None, "train=False: out = x", eval_hint)
+    o0, _ = fwd(r, "dropout_forward", x, 0.0, np.random.default_rng(4), train=True)
+    o0 = as_array(r, "out (train=True, p=0)", o0, x.shape)
+    r.expect(np.array_equal(o0, x), "p = 0: out = x",
+             "with p = 0 nothing is dropped and the scale is 1/(1 - 0) = 1: out = x")
+
+    # ---- backward: the forward's mask, with its scale
+    xs = rng.standard_normal((6, 7))
+    ps, seed = 0.3, 5
+    os_, cs = fwd(r, "dropout_forward", xs, ps, np.random.default_rng(seed), train=True)
+    os_ = as_array(r, "out (train=True, 6 x 7)", os_, xs.shape)
+    dout = rng.standard_normal(xs.shape)
+    dx = as_array(r, "dx", bwd(r, "dropout_backward", dout, cs), xs.shape, "dx has x's shape")
+    keep = (os_ != 0.0).astype(np.float64)
+
+    def new_mask(got):
+        nonzero = got != 0.0
+        if (nonzero != (keep > 0)).any() and _near(got[nonzero] / dout[nonzero], 1.0 / (1.0 - ps)):
+            return ("dx drops other entries than the forward pass did: the backward pass must use the "
+                    "forward's mask (keep it in the cache), not draw a new one")
+        return None
+    grad_check(r, "dx (train=True)", _seeded_output(r, "dropout_forward", xs, ps, seed=seed, train=True),
+               xs, dout, dx, known=[
+                   (dout, "dropout's backward multiplies dout by the forward's mask: dx = dout * mask"),
+                   (dout * keep, "the mask carries the scale: dx = dout * mask with mask 0 or 1/(1 - p), "
+                                 "as in the forward pass"),
+               ], explain=new_mask)
+    _, ce = fwd(r, "dropout_forward", xs, ps, np.random.default_rng(6), train=False)
+    dx_e = as_array(r, "dx (train=False)", bwd(r, "dropout_backward", dout, ce), xs.shape)
+    r.expect(np.array_equal(dx_e, dout), "train=False: dx = dout",
+             "at evaluation the forward pass is the identity, and so is the backward pass: dx = dout")
+
+    _check_attention_dropout(r)
+
+
+def _check_attention_dropout(r: Report) -> None:
+    rng = np.random.default_rng(12)
+    B, A, T = 2, 2, 5
+    D = 2 * T                              # room for v = [I | R]: out = [Pd | Pd R] shows Pd itself
+    q, k, v = (rng.standard_normal((B, A, T, D)) for _ in range(3))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    bias = L.attention_mask_bias(mask, np.float64)
+    scale = 1.0 / math.sqrt(D)
+    P = L.softmax_forward(q @ k.swapaxes(-1, -2) * scale + bias)[0]
+    p, seed = 0.2, 21
+    func = "attention_dropout_forward"
+
+    # ---- evaluation: plain attention
+    oe, ce = fwd(r, func, q, k, v, mask, p, np.random.default_rng(3), train=False)
+    oe = as_array(r, "attention out (train=False)", oe, q.shape, "out has q's shape (B, A, T, D)")
+    compare(r, "attention, train=False, vs minibert", oe, L.attention_forward(q, k, v, bias)[0],
+            known=[((P * (1 - p)) @ v, "at evaluation (train=False) dropout is the identity: do not "
+                                       "multiply the weights by (1 - p), inverted dropout scaled at training")],
+            hint="with train=False there is no dropout: out = softmax(q k^T / sqrt(D) + mask bias) v, "
+                 "as in the attention exercise")
+
+    # ---- training, read through v = [I | R]: the first T columns of out are the dropped weights
+    R = rng.standard_normal((T, T))
+    v_probe = np.broadcast_to(np.concatenate([np.eye(T), R], axis=1), (B, A, T, D)).copy()
+    op, _ = fwd(r, func, q, k, v_probe, mask, p, np.random.default_rng(seed), train=True)
+    op = as_array(r, "attention out (train=True)", op, q.shape)
+    Pd = op[..., :T]
+    r.require(max_rel_error(op[..., T:], Pd @ R) < 1e-9,
+              "train=True: out = dropout(P) v, the weights dropped before v",
+              "dropout goes on the attention weights P (B, A, T, T), between the softmax and the product "
+              "with v: out = dropout(P) v. Dropping entries of the output P v (or of v) is not the same")
+    real = P > 0.0                         # padded keys have weight exactly 0, dropped or not
+    kept = real & (Pd != 0.0)
+    ratio = Pd[kept] / P[kept]
+    if _near(ratio, 1.0 / (1.0 - p)) and not Pd[~real].any():
+        weights_hint = None
+    elif np.allclose(Pd.sum(-1), 1.0, atol=1e-9) and not np.allclose(Pd, P, rtol=1e-9, atol=0.0):
+        weights_hint = ("the dropped weights still sum to 1 in every row: apply dropout to P after the "
+                        "softmax and do not renormalise (dropping scores before the softmax is not dropout "
+                        "on the weights)")
+    else:
+        weights_hint = (_scale_hint(ratio, p, "weights")
+                        or "each weight of P is either 0 (dropped) or P / (1 - p) (kept)")
+    r.expect(weights_hint is None, "train=True: each weight is 0 or P / (1 - p)", weights_hint)
+    share = float((real & (Pd == 0.0)).sum() / real.sum())
+    r.expect(0.05 < share < 0.45, f"{share:.2f} of the weights dropped with p = {p}",
+             _drop_share_hint(share, p, "weights"))
+    M = np.where(real, Pd / np.where(real, P, 1.0), 0.0)   # the student's mask for this seed
+
+    # ---- backward in training, against the student's own forward with the same seed
+    dout = rng.standard_normal(q.shape)
+    ot, ct = fwd(r, func, q, k, v, mask, p, np.random.default_rng(seed), train=True)
+    grads = unpack(r, "attention_dropout_backward", bwd(r, "attention_dropout_backward", dout, ct),
+                   3, "dq, dk, dv")
+    dq, dk, dv = (as_array(r, n, g, q.shape) for n, g in zip(("dq", "dk", "dv"), grads))
+    dPd = dout @ v.swapaxes(-1, -2)
+
+    def dqk(dP, W=P):
+        dS = W * (dP - (dP * W).sum(-1, keepdims=True)) * scale
+        return dS @ k, dS.swapaxes(-1, -2) @ q
+    no_mask = ("multiply dPd = dout v^T by the forward's dropout mask (kept in the cache) before the "
+               "softmax backward: out = dropout(P) v, so the gradient reaches P only through the kept weights")
+    unscaled = ("the mask in the backward pass is the forward's, with its scale: dP = dPd * mask, "
+                "mask = keep / (1 - p)")
+    with_pd = ("the softmax backward uses P, the softmax's own output before dropout: "
+               "dS = P * (dP - sum_keys(dP * P))")
+    wrong = {"no_mask": dqk(dPd), "unscaled": dqk(dPd * (M > 0)), "with_pd": dqk(dPd * M, P * M)}
+    hints = {"no_mask": no_mask, "unscaled": unscaled, "with_pd": with_pd}
+    args = (q, k, v, mask, p)
+    f = _seeded_output(r, func, *args, seed=seed, train=True)
+    for i, (name, got, x) in enumerate((("dq", dq, q), ("dk", dk, k))):
+        grad_check(r, f"{name} (train=True)", f, x, dout, got,
+                   known=[(wrong[key][i], hints[key]) for key in wrong])
+    grad_check(r, "dv (train=True)", f, v, dout, dv, known=[
+        (P.swapaxes(-1, -2) @ dout, "dv = dropout(P)^T dout: v was multiplied by the dropped weights, so "
+                                    "dv uses them, not P"),
+    ])
+
+    # ---- backward at evaluation: plain attention's
+    ge = unpack(r, "attention_dropout_backward", bwd(r, "attention_dropout_backward", dout, ce), 3, "dq, dk, dv")
+    ref = L.attention_backward(dout, L.attention_forward(q, k, v, bias)[1])
+    for name, got, want in zip(("dq", "dk", "dv"), ge, ref):
+        got = as_array(r, f"{name} (train=False)", got, q.shape)
+        compare(r, f"{name}, train=False, vs minibert", got, want,
+                hint="with train=False there is no mask: the backward pass is plain attention's")
 
 
 # ========================================================================== mlm_masking
@@ -517,6 +900,7 @@ def check_mlm_masking(r: Report) -> None:
     randoms = []
     n_many = n_mixed = 0          # sequences with 5+ predictions; those whose fates differ
     n_two_random = n_same_random = 0
+    n_all_labelled = 0            # sequences where every position has a label
     for i in range(n_seq):
         na, nb = lengths[i % len(lengths)]
         ids = np.array(_pair_sequence(rng, na, nb))
@@ -526,6 +910,7 @@ def check_mlm_masking(r: Report) -> None:
             ids = np.concatenate([ids, np.full(int(rng.integers(1, 6)), _PAD)])
         masked, labels = run(ids.tolist(), 1000 + i)
         chosen = labels != -100
+        n_all_labelled += int(chosen.all())
         special = np.isin(ids, _SPECIAL)
         bad["label"] += int((labels[chosen] != ids[chosen]).any())
         bad["unchosen"] += int((masked[~chosen] != ids[~chosen]).any())
@@ -557,6 +942,8 @@ def check_mlm_masking(r: Report) -> None:
     r.expect(bad["unchosen"] == 0, "positions not predicted are left unchanged",
              "only the chosen positions are corrupted; every position whose label is -100 keeps its id")
     r.expect(bad["special"] == 0, "[CLS] and [SEP] are never chosen",
+             "labels must be -100 at every position that is not predicted: only the chosen ~15% carry "
+             "their original id" if n_all_labelled == n_seq else
              "candidates are the positions whose id is not in special_ids")
     if bad["count"]:
         if every:
@@ -580,9 +967,11 @@ def check_mlm_masking(r: Report) -> None:
     r.expect(bad["value"] == 0, "random replacements are ordinary ids in [0, vocab_size)",
              "draw random replacements from range(vocab_size) without special_ids")
     # 5+ predictions all with the same fate: 0.8^5 = 33% at most if each position draws its own
+    all_mask = n_mask > 0.95 * max(n_mask + n_random + n_keep, 1)
     r.expect(n_many and n_mixed >= 0.5 * n_many,
              f"each predicted position draws its own fate ({n_mixed} of {n_many} sequences with 5+ "
              f"predictions mix [MASK], random and unchanged)",
+             "every chosen position became [MASK]: only 80% should; 10% random, 10% unchanged" if all_mask else
              "draw the 80/10/10 choice anew for EACH chosen position (rng.random() inside the loop), "
              "not once per sequence")
     r.expect(n_two_random == 0 or n_same_random <= 0.2 * n_two_random,
@@ -720,9 +1109,9 @@ def check_nsp_pairing(r: Report) -> None:
     rng = np.random.default_rng(8)
     docs, owner = _documents(rng, [3, 5, 4, 8, 2, 6])
 
-    def run(documents, d, s, seed, max_len):
+    def run(documents, d, s, seed, max_len, hint=None):
         res = call(r, "make_nsp_example", documents, d, s, np.random.default_rng(seed),
-                   cls_id=_CLS_ID, sep_id=_SEP_ID, max_len=max_len)
+                   cls_id=_CLS_ID, sep_id=_SEP_ID, max_len=max_len, hint=hint)
         ids, types, label = unpack(r, "make_nsp_example", res, 3, "input_ids, token_type_ids, nsp_label")
         try:
             ids, types, label = [int(t) for t in ids], [int(t) for t in types], int(label)
@@ -762,6 +1151,7 @@ def check_nsp_pairing(r: Report) -> None:
 
     n_with_next = n_is_next = 0
     n_last = n_last_not_next = 0
+    n_own_next = n_own_other = 0      # NotNext examples whose B comes from A's own document
     for i in range(1500):
         d = int(rng.integers(len(docs)))
         s = int(rng.integers(len(docs[d])))
@@ -791,17 +1181,32 @@ def check_nsp_pairing(r: Report) -> None:
             problem("flip", "label 0 (IsNext) means B is the sentence that follows A; "
                             "check the convention 0 = IsNext, 1 = NotNext" if src[0] != d else
                             "IsNext: B is the sentence right after A (sent_index + 1)")
-        if label == 1 and true_next:
-            problem("flip", "B is the sentence that follows A but the label is 1: "
-                            "the convention is 0 = IsNext, 1 = NotNext")
-        elif label == 1 and src[0] == d:
-            problem("same_doc", "a NotNext B must come from a DIFFERENT document: leave doc_index "
-                                "out of the draw (draw from len(documents) - 1, shift by one)")
+        if label == 1 and src[0] == d:
+            if true_next:
+                n_own_next += 1
+            else:
+                n_own_other += 1
+    # A NotNext B from A's own document: if some are other sentences than the next one, the random
+    # document can be A's own (and now and then its draw lands on the next sentence: the same
+    # mistake, not a label convention).  If every one is the next sentence, the labels are swapped.
+    same_doc = ("a NotNext B must come from a DIFFERENT document: leave doc_index out of the draw "
+                "(draw from len(documents) - 1 and add 1 when it is >= doc_index)")
+    if n_own_other:
+        problems["same_doc"] = n_own_other + n_own_next
+        first_problem["same_doc"] = same_doc
+    elif n_own_next:
+        problems["flip"] = problems.get("flip", 0) + n_own_next
+        first_problem.setdefault("flip", "B is the sentence that follows A but the label is 1: "
+                                         "the convention is 0 = IsNext, 1 = NotNext")
+    # the layout and the labels first: when they are wrong, nothing after them can be read
     for key, what in [("layout", "[CLS] A [SEP] B [SEP] layout and token_type_ids"),
-                      ("label", "labels are 0 or 1"), ("A", "A is sentence sent_index of doc_index"),
+                      ("label", "labels are 0 or 1")]:
+        n_bad = problems.get(key, 0)
+        r.require(n_bad == 0, what + (f" (wrong in {n_bad} of 1500)" if n_bad else ""), first_problem.get(key))
+    for key, what in [("A", "A is sentence sent_index of doc_index"),
                       ("B", "B is a whole sentence"),
-                      ("flip", "label 0 exactly when B is the true next sentence"),
-                      ("same_doc", "a NotNext B comes from another document")]:
+                      ("same_doc", "a NotNext B comes from another document"),
+                      ("flip", "label 0 exactly when B is the true next sentence")]:
         n_bad = problems.get(key, 0)
         r.expect(n_bad == 0, what + (f" (wrong in {n_bad} of 1500)" if n_bad else ""), first_problem.get(key))
     if n_with_next:
@@ -846,10 +1251,16 @@ def check_nsp_pairing(r: Report) -> None:
     long_docs, long_owner = _documents(np.random.default_rng(9), [4, 4, 4], lengths=(6, 14))
     long_snapshot = [[list(s) for s in d] for d in long_docs]
     trunc_bad = None
+
+    def popped_empty(exc):
+        if isinstance(exc, IndexError) and "empty" in str(exc):
+            return ("truncation emptied a segment and then popped from it: remove tokens from the LONGER "
+                    "of A and B (B on a tie), never from the shorter one")
+        return None
     for i in range(300):
         d, s = i % 3, i % 4
         for max_len in (8, 13, 20):
-            ids, types, label = run(long_docs, d, s, 20000 + i, max_len)
+            ids, types, label = run(long_docs, d, s, 20000 + i, max_len, hint=popped_empty)
             parsed = parse(ids, types)
             if isinstance(parsed, str):
                 trunc_bad = trunc_bad or parsed
@@ -901,8 +1312,9 @@ def _reference_adamw(p0, grads, decay, hp=_HP):
     return out
 
 
-def _variant_adamw(p, grads, decay, *, mode="decoupled", bias_correction=True, eps_inside=False, hp=_HP):
-    """The usual wrong versions, to recognise them."""
+def _variant_adamw(p, grads, decay, *, mode="decoupled", bias_correction=True, eps_inside=False, hp=_HP,
+                   moments=False):
+    """The usual wrong versions, to recognise them: the last param, or (param, m, v) with moments=True."""
     lr, b1, b2, eps, wd = hp["lr"], hp["beta1"], hp["beta2"], hp["eps"], hp["weight_decay"]
     m = np.zeros_like(p)
     v = np.zeros_like(p)
@@ -924,7 +1336,7 @@ def _variant_adamw(p, grads, decay, *, mode="decoupled", bias_correction=True, e
         if decay and mode == "after":
             new = new * (1 - lr * wd)
         p = new
-    return p
+    return (p, m, v) if moments else p
 
 
 def _student_adamw(r: Report, p0, grads, decay, hp=_HP):
@@ -978,13 +1390,22 @@ def check_adamw(r: Report) -> None:
                    "v_hat = v / (1 - beta2**t) with beta2"),
                   (_variant_adamw(p0, grads, decay, eps_inside=True),
                    "eps goes outside the square root: sqrt(v_hat) + eps")]
-        for what, how in (("m", "m = beta1 * m + (1 - beta1) * grad (store m itself, not m_hat)"),
-                          ("v", "v = beta2 * v + (1 - beta2) * grad**2 (store v itself, not v_hat)")):
+        # the moments of the last step: L2 regularisation changes them (wd * param is in the gradient)
+        _, m_l2, v_l2 = _variant_adamw(p0, grads, True, mode="l2", moments=True)
+        l2 = ("that is L2 regularisation: wd * param added to the gradient changes m and v. AdamW decays the "
+              "weights directly (param *= 1 - lr * weight_decay) and m, v see the gradient alone" if decay else
+              "decay=False (biases, LayerNorm) means no weight decay at all for this tensor")
+        b1, b2, n = _HP["beta1"], _HP["beta2"], len(grads)
+        for what, got, rm, wrong_l2, corr, how in (
+                ("m", m, ref[-1][1], m_l2, 1 - b1 ** n, "m = beta1 * m + (1 - beta1) * grad"),
+                ("v", v, ref[-1][2], v_l2, 1 - b2 ** n, "v = beta2 * v + (1 - beta2) * grad**2")):
             line = f"{what}, 5 steps, {flag}, vs minibert"
             if errs[what] < 1e-12:
                 r.ok(f"{line:<44s} max_rel_error {errs[what]:.1e} (< 1e-12)")
             else:
-                r.fail(f"{line:<44s} max_rel_error {errs[what]:.1e} (must be < 1e-12)", how)
+                hint = diagnose(got, [(wrong_l2, l2),
+                                      (rm / corr, f"store {what} itself, not the bias-corrected {what}_hat")])
+                r.fail(f"{line:<44s} max_rel_error {errs[what]:.1e} (must be < 1e-12)", hint or how)
         moments_ok = errs["m"] < 1e-12 and errs["v"] < 1e-12
         err = errs["param"]
         line = f"param, 5 steps, {flag}, vs minibert"

@@ -6,10 +6,18 @@ exception becomes a failure that names the exception, the line of the
 student's file it came from, and a hint.  ``call_watched`` also fails a
 function that changes its arguments in place, and ``as_array`` a result that
 is not float64.
+
+Hints belong to checks: a hint is printed under the FAIL line of the check
+that found the problem, and only when that check's result matches the mistake
+the hint names (``known`` values, or an ``explain`` function that looks at the
+result).  When a check fails in a way that leaves nothing for the later checks
+to look at (an exception, a result of the wrong shape), the checker stops and
+says so once, rather than printing failures that only repeat the first.
 """
 from __future__ import annotations
 
 import inspect
+import re
 import traceback
 from pathlib import Path
 
@@ -33,6 +41,7 @@ class Report:
         self.module = module
         self.lines: list[str] = []
         self.hints: list[str] = []
+        self.failures: list[tuple[str, str | None]] = []   # (what failed, its hint), in order
         self.status = "pass"          # "pass", "fail" or "todo"
         self.n_ok = 0
 
@@ -49,8 +58,21 @@ class Report:
         if self.status != "todo":
             self.status = "fail"
         self.lines.append(f"  FAIL  {what}")
+        self.failures.append((what, hint or None))
         if hint:
             self.hint(hint)
+
+    @property
+    def first_failure(self) -> tuple[str, str | None] | None:
+        """The first FAIL line and its hint: what the student reads first."""
+        return self.failures[0] if self.failures else None
+
+    def stopped(self) -> None:
+        """Say, once, that the checks after a structural failure were not run."""
+        note = ("  ...   the checks after this one were not run: they need the result above "
+                "(fix it first)")
+        if self.status == "fail" and note not in self.lines:
+            self.lines.append(note)
 
     def hint(self, text: str) -> None:
         if text not in self.hints:
@@ -98,8 +120,13 @@ def _short(path: str) -> str:
 
 
 # ---------------------------------------------------------------------- student calls
-def call(report: Report, func_name: str, *args, hint: str | None = None, **kwargs):
-    """Call ``module.func_name(*args, **kwargs)``; turn any exception into a report line and Abort."""
+def call(report: Report, func_name: str, *args, hint=None, **kwargs):
+    """Call ``module.func_name(*args, **kwargs)``; turn any exception into a report line and Abort.
+
+    hint: the hint for an exception: a string, or a function of the exception
+    that returns a string, or None when the exception is not the one it knows
+    (then a generic hint for the kind of exception is given).
+    """
     func = getattr(report.module, func_name, None)
     if func is None:
         report.fail(f"the module has no function {func_name}",
@@ -111,9 +138,18 @@ def call(report: Report, func_name: str, *args, hint: str | None = None, **kwarg
         report.todo(func_name)
         raise Abort
     except Exception as exc:  # the student's bug, reported, never re-raised
+        text = hint(exc) if callable(hint) else hint
         report.fail(f"{func_name} raised {type(exc).__name__}: {exc}{_where(exc, report.module)}",
-                    hint or _generic_hint(exc))
+                    text or _generic_hint(exc))
         raise Abort
+
+
+def try_call(module, func_name: str, *args, **kwargs):
+    """``module.func_name(*args, **kwargs)``, or None if it raises: for a diagnosis, never reported."""
+    try:
+        return getattr(module, func_name)(*args, **kwargs)
+    except Exception:
+        return None
 
 
 def _where(exc: BaseException, module) -> str:
@@ -199,6 +235,10 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _generic_hint(exc: Exception) -> str:
     msg = str(exc)
+    lost = _lost_axis(msg) if isinstance(exc, ValueError) else None
+    if lost:
+        return (f"shapes {lost[0]} and {lost[1]} do not broadcast: a sum or mean lost the axis it ran over. "
+                "Pass keepdims=True, so that the result keeps a 1 in its place and broadcasts")
     if isinstance(exc, ValueError) and any(w in msg for w in ("broadcast", "shapes", "aligned", "mismatch")):
         return ("a shape mismatch: write the shape of every array next to each line "
                 "(the stub's docstring lists them) and check the transposes")
@@ -209,9 +249,26 @@ def _generic_hint(exc: Exception) -> str:
     return "read the error message and the line it points to"
 
 
+def _lost_axis(msg: str):
+    """The two shapes of a broadcasting error where one is the other without its last axis, or None."""
+    if "broadcast" not in msg:
+        return None
+    shapes = [tuple(int(n) for n in m.split(",") if n.strip())
+              for m in re.findall(r"\(([\d,\s]*)\)", msg)]
+    for a in shapes:
+        for b in shapes:
+            if len(a) >= 2 and b == a[:-1]:
+                return a, b
+    return None
+
+
 # ---------------------------------------------------------------------- arrays
-def as_array(report: Report, what: str, value, shape, hint: str | None = None) -> np.ndarray:
-    """The student's result as a float64 array of the expected shape, or a FAIL and Abort."""
+def as_array(report: Report, what: str, value, shape, hint: str | None = None,
+             finite: bool = True) -> np.ndarray:
+    """The student's result as a float64 array of the expected shape, or a FAIL and Abort.
+
+    finite=False lets NaN and inf through, for a check that looks at them itself.
+    """
     # Look at the dtype before converting: a float32 result would be converted silently, and
     # float32's rounding error (about 6e-8) lies below TOL, so a float32 gradient would pass.
     try:
@@ -234,26 +291,34 @@ def as_array(report: Report, what: str, value, shape, hint: str | None = None) -
         report.fail(f"{what} has shape {arr.shape}, expected {tuple(shape)}",
                     hint or "a gradient always has the shape of the thing it is the gradient of")
         raise Abort
-    if not np.isfinite(arr).all():
+    if finite and not np.isfinite(arr).all():
         report.fail(f"{what} contains inf or NaN", hint)
         raise Abort
     return arr
 
 
 def compare(report: Report, what: str, got, want, tol: float = TOL, hint: str | None = None,
-            known: list | tuple = ()) -> bool:
+            known: list | tuple = (), explain=None) -> bool:
     """Record max_rel_error(got, want) against ``tol``.
 
     ``known``: (wrong_value, hint) pairs, the results of usual mistakes.  When
     the student's value matches one of them, that mistake's hint is given
-    instead of ``hint``.
+    instead of ``hint``.  ``explain``: a function of the student's value that
+    returns the hint of a mistake it recognises by some other sign, or None;
+    asked when no known value matches.
     """
     err = max_rel_error(got, want)
     line = f"{what:<44s} {MEASURE} {err:.1e}"
     if err < tol:
         report.ok(f"{line} (< {tol:.0e})")
         return True
-    report.fail(f"{line} (must be < {tol:.0e})", diagnose(got, known) or hint)
+    text = diagnose(got, known)
+    if text is None and explain is not None:
+        try:
+            text = explain(got)
+        except Exception:       # a diagnosis that cannot run gives no hint, never a crash
+            text = None
+    report.fail(f"{line} (must be < {tol:.0e})", text or hint)
     return False
 
 
@@ -270,7 +335,7 @@ def diagnose(got, known) -> str | None:
 
 
 def grad_check(report: Report, what: str, forward_out, x: np.ndarray, dout, analytic,
-               hint: str | None = None, known=(), zero_rows=None) -> bool:
+               hint: str | None = None, known=(), zero_rows=None, explain=None) -> bool:
     """Compare an analytic gradient with central differences of the student's own forward.
 
     forward_out: function of no arguments returning the forward output (reads ``x``).
@@ -284,4 +349,4 @@ def grad_check(report: Report, what: str, forward_out, x: np.ndarray, dout, anal
         raise Abort
     if zero_rows is not None:
         num[zero_rows] = 0.0
-    return compare(report, f"{what} vs numerical gradient", analytic, num, TOL, hint, known)
+    return compare(report, f"{what} vs numerical gradient", analytic, num, TOL, hint, known, explain)

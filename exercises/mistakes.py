@@ -1,8 +1,11 @@
 """Planted mistakes: the solutions with one usual error each, to prove the checkers catch them.
 
-``MISTAKES[exercise]`` lists ``Mistake(name, module, hint)``: ``module``
+``build()[exercise]`` lists ``Mistake(name, module, hint)``: ``module``
 behaves like the solution module except for one function, and ``hint`` is a
-piece of the hint the checker must give for it.  Instructor-only (left out
+piece of the hint the checker must give for it, under the first FAIL line.
+``correct_variants()[exercise]`` lists ``Variant(name, module)``: right
+answers written differently from the solution (google-research/bert's
+choices among them), which the checker must pass.  Instructor-only (left out
 of the student copy, since each one is a near-solution).
 """
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import types
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -21,6 +25,12 @@ class Mistake:
     name: str
     module: object
     hint: str
+
+
+@dataclass
+class Variant:
+    name: str
+    module: object
 
 
 def variant(exercise: str, **overrides):
@@ -110,6 +120,46 @@ def _ln_unbiased_forward(x, gamma, beta, eps=1e-12):
     return gamma * xhat + beta, (xhat, rstd, gamma)
 
 
+def _ln_forward(stats, eps_default=1e-12, var_sum=False):
+    """A LayerNorm forward whose mean and variance come from ``stats(x) -> (mu, var)``."""
+    def layernorm_forward(x, gamma, beta, eps=eps_default):
+        mu, var = stats(x)
+        if var_sum:
+            var = var * x.shape[-1]
+        rstd = 1.0 / np.sqrt(var + eps)
+        xhat = (x - mu) * rstd
+        return gamma * xhat + beta, (xhat, rstd, gamma)
+    return layernorm_forward
+
+
+def _row_stats(x):
+    mu = x.mean(-1, keepdims=True)
+    return mu, ((x - mu) ** 2).mean(-1, keepdims=True)
+
+
+def _batch_stats(x):                   # over the batch axis, as BatchNorm does (no keepdims: broadcasts)
+    mu = x.mean(axis=0)
+    return mu, ((x - mu) ** 2).mean(axis=0)
+
+
+def _ln_dgamma_without_xhat(dy, cache):
+    xhat, rstd, gamma = cache
+    H = dy.shape[-1]
+    g = dy * gamma
+    dx = rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+    return dx, dy.reshape(-1, H).sum(0), dy.reshape(-1, H).sum(0)
+
+
+def _ln_backward_n_form(dy, cache):
+    # correct: the same dx written with sums, (1/H) r (H g - sum g - xhat sum(g xhat))
+    xhat, rstd, gamma = cache
+    H = dy.shape[-1]
+    g = dy * gamma
+    dx = rstd / H * (H * g - g.sum(-1, keepdims=True) - xhat * (g * xhat).sum(-1, keepdims=True))
+    lead = tuple(range(dy.ndim - 1))
+    return dx, (dy * xhat).sum(axis=lead), dy.sum(axis=lead)
+
+
 # ----------------------------------------------------------------------------- gelu
 def _gelu_tanh_forward(x):
     t = np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))
@@ -124,6 +174,21 @@ def _gelu_cdf_only_backward(dy, cache):
 def _gelu_unnormalised_pdf(dy, cache):
     x, cdf = cache
     return dy * (cdf + x * np.exp(-0.5 * x * x))
+
+
+def _gelu_erf_half_forward(x):
+    cdf = 0.5 * (1.0 + _erf(x / 2.0))
+    return x * cdf, (x, cdf)
+
+
+def _gelu_density_without_half(dy, cache):
+    x, cdf = cache
+    return dy * (cdf + x * np.exp(-x * x) / math.sqrt(2 * math.pi))
+
+
+def _erf(x):
+    from scipy.special import erf
+    return erf(x)
 
 
 # -------------------------------------------------------------------------- softmax
@@ -147,6 +212,11 @@ def _softmax_diagonal_backward(dp, cache):
 def _softmax_axis0(x):
     p = _softmax(x, axis=0)
     return p, p
+
+
+def _softmax_backward_plain_sum(dp, cache):
+    p = cache
+    return p * (dp - dp.sum(axis=-1, keepdims=True))
 
 
 # ------------------------------------------------------------------------ attention
@@ -187,6 +257,43 @@ def _att_mask_queries(q, k, v, attention_mask):
     return probs @ v, (q, k, v, probs, scale)
 
 
+def _att(scale_of=lambda q: 1.0 / math.sqrt(q.shape[-1]), masked=None, axis=-1, dtype=None):
+    """An attention forward with one piece changed.
+
+    masked(scores, attention_mask) -> the masked scores; dtype: the type the
+    probabilities are computed in (the result goes back to float64 through v).
+    """
+    def attention_forward(q, k, v, attention_mask):
+        scale = scale_of(q)
+        scores = (q @ k.swapaxes(-1, -2)) * scale
+        if masked is None:
+            scores = scores + np.where(attention_mask == 1, 0.0, np.finfo(q.dtype).min)[:, None, None, :]
+        else:
+            scores = masked(scores, attention_mask[:, None, None, :])
+        if dtype is not None:
+            scores = scores.astype(dtype)
+        probs = _softmax(scores, axis=axis)
+        return probs @ v, (q, k, v, probs, scale)
+    return attention_forward
+
+
+def _att_probs_float32(q, k, v, attention_mask):
+    out, (q, k, v, probs, scale) = _att()(q, k, v, attention_mask)
+    probs = probs.astype(np.float32)                 # "to save memory"
+    return probs @ v, (q, k, v, probs, scale)
+
+
+def _att_backward(sum_axis=-1, keepdims=True):
+    def attention_backward(dout, cache):
+        q, k, v, probs, scale = cache
+        dv = probs.swapaxes(-1, -2) @ dout
+        dprobs = dout @ v.swapaxes(-1, -2)
+        s = (dprobs * probs).sum(axis=sum_axis, keepdims=keepdims)
+        dscores = probs * (dprobs - s) * scale
+        return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
+    return attention_backward
+
+
 # -------------------------------------------------------------------- cross_entropy
 def _ce_mean_over_all(logits, labels, ignore_index=-100):
     N = logits.shape[0]
@@ -220,6 +327,13 @@ def _ce_backward_unstable(dloss, cache):
     return d * (valid * (dloss / n_valid))[:, None]
 
 
+def _ce_backward_over_n(dloss, cache):
+    logp, safe, valid, n_valid = cache
+    d = np.exp(logp)
+    d[np.arange(len(safe)), safe] -= 1.0
+    return d * (valid * (dloss / len(safe)))[:, None]
+
+
 def _ce_unstable(logits, labels, ignore_index=-100):
     N = logits.shape[0]
     valid = labels != ignore_index
@@ -237,7 +351,9 @@ def _ordinary(vocab_size, special):
 
 
 def _mlm(all_mask=False, specials_ok=False, label_all=False, cap=True, bernoulli=False, one_fate=False,
-         one_replacement=False, clamp=True, specials_first=False, ceil=False, fixed_p=False):
+         one_replacement=False, clamp=True, specials_first=False, ceil=False, fixed_p=False,
+         nested=False, shuffled=False):
+    """mask_tokens with one usual mistake, or (nested, shuffled) written as google-research/bert does."""
     def mask_tokens(ids, rng, *, vocab_size, mask_id, special_ids, mlm_probability=0.15,
                     max_predictions=20):
         special = set(special_ids)
@@ -250,6 +366,8 @@ def _mlm(all_mask=False, specials_ok=False, label_all=False, cap=True, bernoulli
             n = min(n, len(candidates))
         if bernoulli:
             chosen = [i for i in candidates if rng.random() < mlm_probability]
+        elif shuffled:          # shuffle the candidates, take the first n
+            chosen = rng.permutation(candidates)[:n]
         else:
             chosen = rng.choice(candidates, size=n, replace=False)
         ordinary = _ordinary(vocab_size, frozenset(special))
@@ -267,6 +385,9 @@ def _mlm(all_mask=False, specials_ok=False, label_all=False, cap=True, bernoulli
             u = u_all if one_fate else rng.random()
             if all_mask or u < 0.8:
                 masked[pos] = mask_id
+            elif nested:        # the other 20%: a second draw, half kept, half random
+                if rng.random() >= 0.5:
+                    masked[pos] = replacement()
             elif u < 0.9:
                 masked[pos] = token_all if one_replacement else replacement()
         return masked, labels
@@ -274,7 +395,13 @@ def _mlm(all_mask=False, specials_ok=False, label_all=False, cap=True, bernoulli
 
 
 # ---------------------------------------------------------------------- nsp_pairing
-def _nsp(flip=False, same_doc_ok=False, truncate=True, is_next_prob=0.5, copy=True, alternate=False):
+def _nsp(flip=False, same_doc_ok=False, truncate=True, is_next_prob=0.5, copy=True, alternate=False,
+         no_shift=False, shorter=None, reject=False, either_end=False):
+    """make_nsp_example with one usual mistake, or (reject, either_end) written as google-research/bert does.
+
+    shorter: "pop" pops the shorter segment (until it is empty), "keep1" pops the
+    shorter one but never its last token.
+    """
     def make_nsp_example(documents, doc_index, sent_index, rng, *, cls_id, sep_id, max_len):
         document = documents[doc_index]
         own = list if copy else (lambda sentence: sentence)
@@ -285,18 +412,128 @@ def _nsp(flip=False, same_doc_ok=False, truncate=True, is_next_prob=0.5, copy=Tr
         else:
             if same_doc_ok:
                 other = int(rng.integers(0, len(documents)))
+            elif no_shift:      # one fewer document to draw from, but the shift is forgotten
+                other = int(rng.integers(0, len(documents) - 1))
+            elif reject:        # draw again until it is another document
+                other = doc_index
+                while other == doc_index:
+                    other = int(rng.integers(0, len(documents)))
             else:
                 other = int(rng.integers(0, len(documents) - 1))
                 other += other >= doc_index
             doc = documents[other]
             b, label = own(doc[int(rng.integers(0, len(doc)))]), 1
         while truncate and len(a) + len(b) > max_len - 3:
-            (a if len(a) > len(b) else b).pop()
+            longer, other_one = (a, b) if len(a) > len(b) else (b, a)
+            if shorter == "pop" or (shorter == "keep1" and len(other_one) > 1):
+                longer = other_one
+            if either_end and rng.random() < 0.5:
+                longer.pop(0)
+            else:
+                longer.pop()
         if flip:
             label = 1 - label
         ids = [cls_id] + a + [sep_id] + b + [sep_id]
         return ids, [0] * (len(a) + 2) + [1] * (len(b) + 1), label
     return make_nsp_example
+
+
+# -------------------------------------------------------------------------- dropout
+def _dropout(scale="inverted", fresh_backward=False, keep_prob_p=False, eval_drops=False, fixed_seed=False,
+             per_feature=False, keep_below=False, boolean_cache=False, binomial=False):
+    """(dropout_forward, dropout_backward) with one usual mistake, or written another right way.
+
+    scale: "inverted" (1/(1-p) at training), "eval" (none at training, (1-p) at
+    evaluation: the original dropout), "times_keep" ((1-p) at training).
+    """
+    def dropout_forward(x, p, rng, *, train):
+        if (not train and not eval_drops) or p == 0.0:
+            return (x * (1.0 - p) if scale == "eval" else x), None
+        if fixed_seed:
+            rng = np.random.default_rng(0)
+        u_shape = x.shape[-1:] if per_feature else x.shape
+        if binomial:
+            keep = rng.binomial(1, 1.0 - p, size=u_shape).astype(bool)
+        elif keep_below:
+            keep = rng.random(u_shape) < 1.0 - p
+        else:
+            keep = rng.random(u_shape) >= p
+        if keep_prob_p:
+            keep = ~keep
+        factor = {"inverted": 1.0 / (1.0 - p), "eval": 1.0, "times_keep": 1.0 - p}[scale]
+        if boolean_cache:
+            return x * keep * factor, (keep, factor)
+        mask = np.broadcast_to(keep * factor, x.shape)
+        if fresh_backward:
+            return x * mask, (rng, p, x.shape, factor)
+        return x * mask, mask
+
+    def dropout_backward(dout, cache):
+        if cache is None:
+            return dout
+        if boolean_cache:
+            keep, factor = cache
+            return dout * keep * factor
+        if fresh_backward:      # a new draw: another mask than the forward's
+            rng, p, shape, factor = cache
+            return dout * (rng.random(shape) >= p) * factor
+        return dout * cache
+    return dropout_forward, dropout_backward
+
+
+def _dropout_variant(**kw):
+    forward, backward = _dropout(**kw)
+    # the attention functions call the module's dropout: make them call this one
+    base = importlib.import_module("exercises.solutions.dropout")
+    return variant("dropout", dropout_forward=forward, dropout_backward=backward,
+                   attention_dropout_forward=_rebind(base.attention_dropout_forward, forward),
+                   attention_dropout_backward=_rebind(base.attention_dropout_backward, backward))
+
+
+def _rebind(func, dropout_func):
+    """``func`` with the name of ``dropout_func`` in its globals bound to ``dropout_func``."""
+    glb = dict(func.__globals__)
+    glb[dropout_func.__name__] = dropout_func
+    return types.FunctionType(func.__code__, glb, func.__name__, func.__defaults__, func.__closure__)
+
+
+def _att_dropout(on_output=False, dv_undropped=False, no_mask_backward=False, softmax_on_dropped=False,
+                 inline=False):
+    """(attention_dropout_forward, attention_dropout_backward) with one mistake, or inline (right)."""
+    sol = importlib.import_module("exercises.solutions.dropout")
+
+    def attention_dropout_forward(q, k, v, attention_mask, p, rng, *, train):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        bias = np.where(attention_mask == 1, 0.0, np.finfo(q.dtype).min)[:, None, None, :]
+        probs = _softmax((q @ k.swapaxes(-1, -2)) * scale + bias)
+        if on_output:
+            out, mask = sol.dropout_forward(probs @ v, p, rng, train=train)
+            return out, (q, k, v, probs, probs, mask, scale)
+        if inline:              # the mask written out here, and kept as 0/1 with p beside it
+            keep = rng.random(probs.shape) >= p if train and p > 0 else np.ones(probs.shape, dtype=bool)
+            factor = 1.0 / (1.0 - p) if train else 1.0
+            dropped = probs * keep * factor
+            return dropped @ v, (q, k, v, probs, dropped, keep * factor, scale)
+        dropped, mask = sol.dropout_forward(probs, p, rng, train=train)
+        return dropped @ v, (q, k, v, probs, dropped, mask, scale)
+
+    def attention_dropout_backward(dout, cache):
+        q, k, v, probs, dropped, mask, scale = cache
+        if on_output:
+            dout = sol.dropout_backward(dout, mask)
+        dv = (probs if dv_undropped else dropped).swapaxes(-1, -2) @ dout
+        dprobs = dout @ v.swapaxes(-1, -2)
+        if not (no_mask_backward or on_output):
+            dprobs = sol.dropout_backward(dprobs, mask)
+        w = dropped if softmax_on_dropped else probs
+        dscores = w * (dprobs - (dprobs * w).sum(axis=-1, keepdims=True)) * scale
+        return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
+    return attention_dropout_forward, attention_dropout_backward
+
+
+def _att_dropout_variant(**kw):
+    forward, backward = _att_dropout(**kw)
+    return variant("dropout", attention_dropout_forward=forward, attention_dropout_backward=backward)
 
 
 # ---------------------------------------------------------------------------- adamw
@@ -342,6 +579,15 @@ def build() -> dict[str, list[Mistake]]:
             M("unbiased variance", variant("layernorm", layernorm_forward=_ln_unbiased_forward), "ddof"),
             M("dgamma summed over axes (0, 1)", variant("layernorm", layernorm_backward=_ln_backward_3d_only),
               "however many there are"),
+            M("variance as a sum", variant("layernorm", layernorm_forward=_ln_forward(_row_stats, var_sum=True)),
+              "MEAN of (x - mu)^2"),
+            M("statistics over the batch axis (BatchNorm)",
+              variant("layernorm", layernorm_forward=_ln_forward(_batch_stats)), "batch normalisation"),
+            M("dgamma without xhat", variant("layernorm", layernorm_backward=_ln_dgamma_without_xhat),
+              "carries xhat"),
+            M("PyTorch's default eps=1e-5",
+              variant("layernorm", layernorm_forward=_ln_forward(_row_stats, eps_default=1e-5)),
+              "uses eps = 1e-05 (PyTorch"),
         ],
         "gelu": [
             M("tanh approximation", variant("gelu", gelu_forward=_gelu_tanh_forward), "tanh approximation"),
@@ -349,6 +595,8 @@ def build() -> dict[str, list[Mistake]]:
               "product rule"),
             M("density without 1/sqrt(2 pi)", variant("gelu", gelu_backward=_gelu_unnormalised_pdf),
               "sqrt(2 pi)"),
+            M("erf(x / 2)", variant("gelu", gelu_forward=_gelu_erf_half_forward), "not x / 2"),
+            M("density exp(-x^2)", variant("gelu", gelu_backward=_gelu_density_without_half), "not -x^2"),
         ],
         "softmax": [
             M("no max subtraction", variant("softmax", softmax_forward=_softmax_unstable), "row maximum"),
@@ -357,6 +605,8 @@ def build() -> dict[str, list[Mistake]]:
             M("normalised over axis 0", variant("softmax", softmax_forward=_softmax_axis0), "axis 0"),
             M("maximum of the whole array", variant("softmax", softmax_forward=_softmax_global_max),
               "each row's own"),
+            M("backward sum without p", variant("softmax", softmax_backward=_softmax_backward_plain_sum),
+              "each dp_i weighted by p_i"),
         ],
         "attention": [
             M("mask applied after the softmax", variant("attention", attention_forward=_att_mask_after_softmax),
@@ -367,6 +617,29 @@ def build() -> dict[str, list[Mistake]]:
             M("mask on queries", variant("attention", attention_forward=_att_mask_queries), "hides KEYS"),
             M("softmax without the row maximum", variant("attention", attention_forward=_att_unstable),
               "each row's maximum"),
+            M("scaled by sqrt(H)",
+              variant("attention", attention_forward=_att(scale_of=lambda q: 1.0 / math.sqrt(q.shape[1] * q.shape[-1]))),
+              "the size of ONE head"),
+            M("positive number added at padded keys",
+              variant("attention", attention_forward=_att(masked=lambda s, m: s + (1.0 - m) * 10000.0)),
+              "mask is turned around"),
+            M("very negative number at the real keys",
+              variant("attention", attention_forward=_att(masked=lambda s, m: s + m * -10000.0)),
+              "mask is turned around"),
+            M("0/1 mask added to the scores", variant("attention", attention_forward=_att(masked=lambda s, m: s + m)),
+              "added to the scores as it is"),
+            M("softmax over the queries", variant("attention", attention_forward=_att(axis=-2)), "over the keys"),
+            M("softmax backward summed over the queries",
+              variant("attention", attention_backward=_att_backward(sum_axis=-2)), "not over the queries"),
+            M("softmax backward sum without keepdims",
+              variant("attention", attention_backward=_att_backward(keepdims=False)), "keepdims=True"),
+            M("probabilities kept in float32", variant("attention", attention_forward=_att_probs_float32),
+              "float32 number"),
+            M("scores computed in float32", variant("attention", attention_forward=_att(dtype=np.float32)),
+              "becomes -inf"),
+            M("mask value -inf",
+              variant("attention", attention_forward=_att(masked=lambda s, m: s + np.where(m == 1, 0.0, -np.inf))),
+              "-inf - (-inf) = NaN"),
         ],
         "cross_entropy": [
             M("mean over all rows", variant("cross_entropy", softmax_cross_entropy_forward=_ce_mean_over_all),
@@ -378,6 +651,26 @@ def build() -> dict[str, list[Mistake]]:
             M("backward recomputes exp(logits)",
               variant("cross_entropy", softmax_cross_entropy_forward=_ce_forward_keeps_logits,
                       softmax_cross_entropy_backward=_ce_backward_unstable), "must be stable too"),
+            M("backward divided by N",
+              variant("cross_entropy", softmax_cross_entropy_backward=_ce_backward_over_n),
+              "n_valid, the number of labelled rows, not by N"),
+        ],
+        "dropout": [
+            M("scaled at evaluation instead of training", _dropout_variant(scale="eval"), "TRAINING time"),
+            M("scaled by (1 - p)", _dropout_variant(scale="times_keep"), "scaled by (1 - p)"),
+            M("a new mask in the backward pass", _dropout_variant(fresh_backward=True), "not draw a new one"),
+            M("drops with probability 1 - p", _dropout_variant(keep_prob_p=True), "probability of DROPPING"),
+            M("drops at evaluation too", _dropout_variant(eval_drops=True), "nothing is dropped at evaluation"),
+            M("a generator with a fixed seed", _dropout_variant(fixed_seed=True), "rng argument"),
+            M("one draw per feature", _dropout_variant(per_feature=True), "one number per ENTRY"),
+            M("attention backward without the mask", _att_dropout_variant(no_mask_backward=True),
+              "by the forward's dropout mask"),
+            M("attention dv from the weights before dropout", _att_dropout_variant(dv_undropped=True),
+              "dv = dropout(P)^T dout"),
+            M("dropout on the attention output", _att_dropout_variant(on_output=True),
+              "dropout goes on the attention weights"),
+            M("softmax backward through the dropped weights", _att_dropout_variant(softmax_on_dropped=True),
+              "before dropout"),
         ],
         "mlm_masking": [
             M("every chosen token becomes [MASK]", variant("mlm_masking", mask_tokens=_mlm(all_mask=True)),
@@ -411,6 +704,12 @@ def build() -> dict[str, list[Mistake]]:
               "copy the sentences"),
             M("IsNext decided by the indices", variant("nsp_pairing", make_nsp_example=_nsp(alternate=True)),
               "not from doc_index or sent_index"),
+            M("other document drawn without the shift", variant("nsp_pairing", make_nsp_example=_nsp(no_shift=True)),
+              "DIFFERENT document"),
+            M("truncation pops the shorter segment", variant("nsp_pairing", make_nsp_example=_nsp(shorter="pop")),
+              "never from the shorter one"),
+            M("truncation pops the shorter segment down to one token",
+              variant("nsp_pairing", make_nsp_example=_nsp(shorter="keep1")), "from the LONGER"),
         ],
         "adamw": [
             M("decays LayerNorm/bias (decay flag ignored)", variant("adamw", adamw_step=_adamw(ignore_flag=True)),
@@ -421,5 +720,42 @@ def build() -> dict[str, list[Mistake]]:
             M("betas written into the code", variant("adamw", adamw_step=_adamw(fixed_betas=True)),
               "use the beta1, beta2"),
             M("eps written into the code", variant("adamw", adamw_step=_adamw(fixed_eps=True)), "use the beta1"),
+        ],
+    }
+
+
+def correct_variants() -> dict[str, list[Variant]]:
+    """Right answers that differ from the solutions, per exercise: each checker must pass them."""
+    V = Variant
+    return {
+        "layernorm": [
+            V("dx with sums instead of means, leading axes summed with a tuple",
+              variant("layernorm", layernorm_backward=_ln_backward_n_form)),
+        ],
+        "attention": [
+            V("additive mask of -10000 (google-research/bert)",
+              variant("attention", attention_forward=_att(masked=lambda s, m: s + (1.0 - m) * -10000.0))),
+            V("scores replaced at padded keys (masked_fill)",
+              variant("attention", attention_forward=_att(
+                  masked=lambda s, m: np.where(m == 1, s, np.finfo(s.dtype).min)))),
+            V("additive mask of -1e9",
+              variant("attention", attention_forward=_att(masked=lambda s, m: s - 1e9 * (1 - m)))),
+        ],
+        "dropout": [
+            V("keep where u < 1 - p", _dropout_variant(keep_below=True)),
+            V("0/1 keep and the scale in the cache", _dropout_variant(boolean_cache=True)),
+            V("the mask from rng.binomial", _dropout_variant(binomial=True)),
+            V("attention with the dropout written inline", _att_dropout_variant(inline=True)),
+        ],
+        "mlm_masking": [
+            V("nested 80/10/10 draws (google-research/bert)", variant("mlm_masking", mask_tokens=_mlm(nested=True))),
+            V("candidates shuffled, the first n taken (google-research/bert)",
+              variant("mlm_masking", mask_tokens=_mlm(shuffled=True))),
+        ],
+        "nsp_pairing": [
+            V("other document by drawing again (google-research/bert)",
+              variant("nsp_pairing", make_nsp_example=_nsp(reject=True))),
+            V("truncation from either end at random (google-research/bert)",
+              variant("nsp_pairing", make_nsp_example=_nsp(either_end=True))),
         ],
     }

@@ -80,15 +80,19 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
     # a new file of our own (O_EXCL), created with the ordinary mode (0o666 less the umask);
     # mkstemp would make it private to the user
     tmp = str(Path(directory) / f".checkpoint-{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    made = False
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        made = True
         with os.fdopen(fd, "wb") as f:
             np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **host)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
+    except OSError as exc:      # a full disk, most often: named by the checkpoint it was writing
+        raise OSError(exc.errno, exc.strerror or str(exc), str(final)) from exc
     finally:
-        if os.path.exists(tmp):
+        if made and os.path.exists(tmp):     # half a checkpoint is never left behind
             os.remove(tmp)
     # the rename itself must reach the disk too
     dir_fd = os.open(directory, os.O_RDONLY)
@@ -101,13 +105,39 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
     return final
 
 
+def checkpoint_step(path) -> int:
+    """The step in a checkpoint's name."""
+    m = _NAME.match(Path(path).name)
+    if m is None:
+        raise ValueError(f"{path} is not named as a checkpoint (checkpoint-<step>.npz)")
+    return int(m.group(1))
+
+
 def load_checkpoint(path) -> tuple[dict, dict]:
-    """Read a checkpoint; returns (arrays, meta).  Raises ``CheckpointError`` if it is damaged."""
+    """Read a checkpoint; returns (arrays, meta).
+
+    Raises ``CheckpointError``: for a damaged file, advising to delete it;
+    for a file that cannot be read (permissions, an I/O error), saying why
+    and advising nothing of the kind: the file may be perfectly good.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        z = np.load(path, allow_pickle=False)
+        f = open(path, "rb")
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    with f:
+        arrays, meta = _parse(path, f)
+    if meta.get("sha256") != _digest(arrays):
+        raise CheckpointError(f"checkpoint {path} is damaged: its contents do not match the checksum "
+                              f"stored inside; delete it to resume from an earlier one")
+    return arrays, meta
+
+
+def _parse(path: Path, f) -> tuple[dict, dict]:
+    try:
+        z = np.load(f, allow_pickle=False)
         if not isinstance(z, np.lib.npyio.NpzFile):       # a lone .npy array
             raise ValueError("a single array, not an .npz archive")
         with z:
@@ -118,10 +148,24 @@ def load_checkpoint(path) -> tuple[dict, dict]:
         meta = json.loads(raw.tobytes().decode())
         if not isinstance(meta, dict):
             raise ValueError("its __meta__ entry is not a JSON object")
-    except (zipfile.BadZipFile, ValueError, KeyError, EOFError, OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {path} is damaged or not a minibert checkpoint "
-                              f"({type(exc).__name__}: {exc}); delete it to resume from an earlier one") from exc
-    if meta.get("sha256") != _digest(arrays):
-        raise CheckpointError(f"checkpoint {path} is damaged: its contents do not match the checksum "
-                              f"stored inside; delete it to resume from an earlier one")
+    except OSError as exc:
+        if exc.errno is None:        # raised by a parser, not by the system: the contents are bad
+            raise _damaged(path, exc) from exc
+        raise _unreadable(path, exc) from None
+    except (zipfile.BadZipFile, ValueError, KeyError, EOFError, UnicodeDecodeError) as exc:
+        raise _damaged(path, exc) from exc
     return arrays, meta
+
+
+def _damaged(path: Path, exc: Exception) -> CheckpointError:
+    return CheckpointError(f"checkpoint {path} is damaged or not a minibert checkpoint "
+                           f"({type(exc).__name__}: {exc}); delete it to resume from an earlier one")
+
+
+def _unreadable(path: Path, exc: OSError) -> CheckpointError:
+    """The system would not let us read the file: that says nothing about its contents."""
+    if isinstance(exc, PermissionError):
+        return CheckpointError(f"cannot read checkpoint {path}: permission denied; the file itself may "
+                               f"be fine: fix its permissions (or run as its owner), then run again")
+    return CheckpointError(f"cannot read checkpoint {path} ({exc.strerror or exc}); the file itself may "
+                           f"be fine: fix the cause, then run again")

@@ -6,6 +6,8 @@ Every command checks its arguments first and fails with one clear line
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import textwrap
 from dataclasses import fields
@@ -161,20 +163,14 @@ def main(argv=None) -> int:
     ns = parser.parse_args(argv)
     accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     try:
-        if ns.command == "pretrain":
-            from .train import pretrain
-            result = pretrain(_train_args(ns))
-            return 0 if result.stopped_by != "nan" else 1
-        if ns.command == "train-tokenizer":
-            return _train_tokenizer(ns)
-        if ns.command == "fill-mask":
-            return _fill_mask(ns)
-        if ns.command == "demo":
-            from .demo import run_demo
-            return run_demo(ns.out, ns.steps)
-    except KeyboardInterrupt:
-        print("minibert: interrupted", file=sys.stderr)
-        return 130
+        with _terminate_as_interrupt():
+            return _dispatch(ns)
+    except KeyboardInterrupt as exc:
+        signame = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
+        advice = ("; a run keeps the checkpoints it saved: run the same command again (with --resume "
+                  "if its folder holds one)") if ns.command == "pretrain" else ""
+        print(f"minibert {ns.command}: interrupted ({signame}){advice}", file=sys.stderr)
+        return 128 + getattr(signal, signame, signal.SIGINT)
     except MemoryError as exc:
         print(f"minibert {ns.command}: error: out of memory ({str(exc) or 'an allocation failed'}); use a "
               f"smaller --batch-size, --seq-len or --config", file=sys.stderr)
@@ -182,17 +178,49 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
         print(f"minibert {ns.command}: error: {exc}", file=sys.stderr)
         return 1 if type(exc).__name__ == "TrainingError" else 2
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (e.g. from a job scheduler) stops the command like Ctrl-C: with one line, not silently.
+
+    During the training loop, pretrain's own handler takes over both signals (it saves a
+    checkpoint and stops cleanly); this one covers everything before and after it.
+    """
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:       # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _dispatch(ns) -> int:
+    """Run the chosen command; returns its exit status."""
+    if ns.command == "pretrain":
+        from .train import pretrain
+        result = pretrain(_train_args(ns))
+        return 0 if result.stopped_by != "nan" else 1
+    if ns.command == "train-tokenizer":
+        return _train_tokenizer(ns)
+    if ns.command == "fill-mask":
+        return _fill_mask(ns)
+    if ns.command == "demo":
+        from .demo import run_demo
+        return run_demo(ns.out, ns.steps)
     return 0
 
 
 def _train_tokenizer(ns) -> int:
     from .corpus import load_corpus
     from .tokenizer import train_wordpiece
-    from .wordpiece_trainer import bert_special_layout
-    n_special = len(bert_special_layout())
-    if ns.vocab_size <= n_special:
-        raise ValueError(f"--vocab-size must be above the {n_special} special tokens (at least "
-                         f"{n_special + 1}; a useful vocabulary has thousands), got {ns.vocab_size}")
+    from .wordpiece_trainer import check_vocab_size_option
+    check_vocab_size_option(ns.vocab_size)
     out = Path(ns.out)
     if out.parent and not out.parent.exists():
         raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
@@ -207,8 +235,12 @@ def _train_tokenizer(ns) -> int:
         tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    out.write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
+    from .textio import write_whole
+    write_whole(out, lambda f: f.write("".join(t + "\n" for t in tok.vocab).encode("utf-8")))
     print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
+    if tok.vocab_size < ns.vocab_size:
+        print(f"note: --vocab-size asked for {ns.vocab_size:,}; the corpus has no more word pieces to learn "
+              f"(every word is already one token)", file=sys.stderr)
     return 0
 
 
@@ -217,6 +249,9 @@ def _fill_mask(ns) -> int:
     from .tokenizer import WordPieceTokenizer
     from .train import fill_mask
     d = Path(ns.model_dir)
+    if d.is_file():
+        raise ValueError(f"{d} is a file; give the model's folder (the one holding config.json, "
+                         f"model.safetensors and vocab.txt)")
     if not (d / "config.json").is_file() and ((d / "run.json").is_file() or (d / "metrics.jsonl").is_file()):
         raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
                                 f"written when the run finishes")

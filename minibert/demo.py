@@ -80,7 +80,8 @@ def clear_previous_demo(out: Path) -> None:
     and only if the demo marked it, or (a demo run from before the marker
     existed) its newest checkpoint was written with the demo's settings.
     """
-    entries = [p for p in out.iterdir() if p.name != ".write-test"] if out.is_dir() else []
+    # a probe of a run starting beside us is its own, not ours to delete
+    entries = [p for p in out.iterdir() if not p.name.startswith(".write-test")] if out.is_dir() else []
     if not entries:
         return
     here = Path.cwd().resolve()
@@ -100,8 +101,13 @@ def clear_previous_demo(out: Path) -> None:
             p.unlink()
 
 
+# what a run killed mid-write leaves: a file written whole under a temporary name (and the
+# name metrics.jsonl's had before), an export under way, half a checkpoint
+_TEMPORARY = {f".{name}.tmp" for name in OUTPUT_NAMES} | {Path(METRICS_NAME).with_suffix(".tmp").name}
+
+
 def _written_by_a_run(name: str) -> bool:
-    return (name in (*OUTPUT_NAMES, RUN_NAME, MARKER, Path(METRICS_NAME).with_suffix(".tmp").name)
+    return (name in (*OUTPUT_NAMES, RUN_NAME, MARKER) or name in _TEMPORARY
             or (name.startswith("checkpoint-") and name.endswith(".npz"))
             or (name.startswith(".checkpoint-") and name.endswith(".tmp")))
 

@@ -19,6 +19,8 @@ every epoch reproducible (:class:`PretrainingDataset`).
 from __future__ import annotations
 
 import math
+import os
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +34,15 @@ __all__ = ["TrainingInstance", "MaskedTokens", "create_training_instances",
 
 IGNORE_INDEX = -100          # the MLM label of every position that is not predicted
 IS_NEXT, NOT_NEXT = 0, 1     # NSP labels
+
+# Cut instances hold each corpus token about 1.5 times (NotNext segments repeat text of
+# other documents) as an 8-byte list entry, plus every instance's own objects: 16 to 22
+# bytes per corpus token and pass, measured on the built-in corpus at 32 to 512 tokens
+# per sequence. The low end is used, so that no run that fits is refused.
+BYTES_PER_INSTANCE_TOKEN = 16
+ASSUMED_MEMORY = 16 * 2**30  # when the free memory cannot be read
+# Real sentences have tens of tokens; a "sentence" of thousands is text without line breaks.
+LONG_SENTENCE_TOKENS = 1000
 
 
 @dataclass
@@ -93,6 +104,70 @@ def _check_probability(name: str, value: float, low_open: bool = False) -> None:
         raise ValueError(f"{name}={value!r} must be a probability in {'(0, 1]' if low_open else '[0, 1]'}.")
 
 
+def _read_int(path: str, field_name: str | None = None) -> int | None:
+    """An integer from a /proc or /sys file (the value after ``field_name:``), or None."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":") if field_name else ("", "", line)
+                if key == (field_name or ""):
+                    words = value.split()
+                    unit = 1024 if words[1:] == ["kB"] else 1
+                    return int(words[0]) * unit if words and words[0].isdigit() else None
+    except OSError:
+        pass
+    return None
+
+
+def available_memory() -> tuple[int, bool]:
+    """Bytes of memory that new data can take, and whether that was measured (False: assumed).
+
+    The smallest of what the system (``MemAvailable``) and a container limit (cgroup v2)
+    leave; where neither can be read, the free physical pages; else ``ASSUMED_MEMORY``.
+    """
+    candidates = [_read_int("/proc/meminfo", "MemAvailable")]
+    limit, used = _read_int("/sys/fs/cgroup/memory.max"), _read_int("/sys/fs/cgroup/memory.current")
+    if limit is not None and used is not None:
+        candidates.append(max(limit - used, 0))
+    found = [c for c in candidates if c is not None]
+    if not found:
+        try:
+            found = [os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")]
+        except (AttributeError, ValueError, OSError):
+            return ASSUMED_MEMORY, False
+    return min(found), True
+
+
+def _size(n_bytes: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n_bytes < 1000:
+            return f"{n_bytes:.0f} {unit}"
+        n_bytes /= 1000
+    return f"{n_bytes:,.0f} TB"
+
+
+def check_instances_fit(num_tokens: int, dupe_factor: int, unit: str = "tokens") -> None:
+    """Refuse, before anything is allocated, a ``dupe_factor`` whose instances cannot fit in memory.
+
+    Cutting the corpus ``dupe_factor`` times keeps about ``num_tokens * dupe_factor``
+    tokens in instances, ``BYTES_PER_INSTANCE_TOKEN`` bytes each. ``unit`` names what
+    ``num_tokens`` counts ("words" for a first check before tokenizing: there are at
+    least as many tokens).
+    """
+    need = num_tokens * dupe_factor * BYTES_PER_INSTANCE_TOKEN
+    free, measured = available_memory()
+    if need <= free:
+        return
+    per_pass = max(num_tokens * BYTES_PER_INSTANCE_TOKEN, 1)
+    where = "available" if measured else "assumed (the free memory could not be read)"
+    advice = (f"the most that could fit is {free // per_pass:,}" if free >= per_pass
+              else "not even 1 fits: use a smaller corpus or a machine with more memory")
+    raise ValueError(
+        f"dupe_factor={dupe_factor:,} (--dupe-factor) cuts the corpus's {num_tokens:,} {unit} into "
+        f"instances {dupe_factor:,} times: about {_size(need)} in memory, more than the {_size(free)} "
+        f"{where}; {advice} (minibert masks afresh every epoch, so 1 or 2 are enough).")
+
+
 # ---------------------------------------------------------------------------- NSP
 def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_num_tokens: int,
                       rng: np.random.Generator) -> None:
@@ -101,13 +176,35 @@ def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_num_tokens: 
     Each step removes one token from the longer segment (B on a tie), from its front
     or its back with equal probability: always cutting the end would teach the model
     that segments never start mid-sentence.
+
+    The result and the random draws (one ``rng.random()`` per removed token) are those
+    of doing it step by step, but the work is linear in the length: which segment loses
+    a token at each step depends only on the lengths, so the steps are counted first
+    and each segment is then cut once at each end.
     """
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
+    _check_count("max_num_tokens", max_num_tokens)
+    excess = len(tokens_a) + len(tokens_b) - max_num_tokens
+    if excess <= 0:
+        return
+    from_front = rng.random(excess) < 0.5
+    from_a = _steps_that_cut_a(len(tokens_a), len(tokens_b), excess)
+    for tokens, mine in ((tokens_a, from_a), (tokens_b, ~from_a)):
+        front = int(np.count_nonzero(from_front & mine))
+        back = int(np.count_nonzero(mine)) - front
+        del tokens[len(tokens) - back:]
+        del tokens[:front]
+
+
+def _steps_that_cut_a(len_a: int, len_b: int, steps: int) -> np.ndarray:
+    """For each truncation step, whether it shortens A (True) or B (False).
+
+    The longer segment loses a token (B on a tie). So the first ``|len_a - len_b|``
+    steps all go to the longer one; from then on the lengths are equal before every
+    other step, and the steps alternate B, A, B, A, ...
+    """
+    gap = min(abs(len_a - len_b), steps)
+    alternating = np.arange(steps - gap) % 2 == 1          # B first: the tie goes to B
+    return np.concatenate([np.full(gap, len_a > len_b), alternating])
 
 
 def create_instances_from_document(documents: Sequence[Sequence[list[str]]], document_index: int,
@@ -198,6 +295,24 @@ def _sentences(doc, i):
     return doc
 
 
+def _warn_long_sentences(docs: Sequence[Sequence[list[str]]], max_seq_length: int) -> None:
+    """Warn about "sentences" too long to be one: nearly always text whose line breaks are missing.
+
+    Such a sentence is one segment A or B, cut down to the sequence length, so almost
+    all of its text is never trained on.
+    """
+    lengths = [len(s) for d in docs for s in d if len(s) > LONG_SENTENCE_TOKENS]
+    if not lengths:
+        return
+    warnings.warn(
+        f"{len(lengths):,} sentence(s) of more than {LONG_SENTENCE_TOKENS:,} tokens (the longest has "
+        f"{max(lengths):,}, {sum(lengths):,} in all): they probably lack line breaks. Each line is one "
+        f"sentence, and an instance holds at most max_seq_length={max_seq_length} tokens of it, so most "
+        f"of this text is never trained on; put one sentence per line, or read the file as plain text "
+        f"(--corpus-format plain; read_plain_text in Python), which finds the sentence ends.",
+        UserWarning, stacklevel=3)
+
+
 def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_length: int = 128,
                               short_seq_prob: float = 0.1, dupe_factor: int = 1,
                               seed: int | np.random.Generator = 0) -> list[TrainingInstance]:
@@ -229,6 +344,8 @@ def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_
             f"the corpus has {len(docs)} non-empty document(s); next-sentence prediction needs at "
             "least 2, because a NotNext segment B must come from a different document. Separate "
             "documents with a blank line (one sentence per line), or add text.")
+    check_instances_fit(sum(len(s) for d in docs for s in d), dupe_factor)
+    _warn_long_sentences(docs, max_seq_length)
     docs = [docs[j] for j in rng.permutation(len(docs))]
     instances: list[TrainingInstance] = []
     for _ in range(dupe_factor):
@@ -324,6 +441,12 @@ def mask_tokens(tokens: Sequence[str], vocab_words: Sequence[str], rng: np.rando
 
 
 # ---------------------------------------------------------------------------- batches
+def require_pretraining_tokens(tokenizer) -> None:
+    """A clear error now if the vocabulary lacks a special token that pre-training uses:
+    ``[CLS] A [SEP] B [SEP]`` inputs, ``[MASK]`` to mask, ``[PAD]`` to pad a batch."""
+    tokenizer.require_special_tokens((PAD, CLS, SEP, MASK), "pre-training (framing, masking and padding)")
+
+
 class PretrainingDataset:
     """NSP instances plus the masking settings; draws padded, freshly masked batches.
 
@@ -342,6 +465,7 @@ class PretrainingDataset:
                  masked_lm_prob: float = 0.15, max_predictions_per_seq: int | None = None,
                  whole_word_mask: bool = False, seed: int = 0):
         check_max_seq_length(max_seq_length)
+        require_pretraining_tokens(tokenizer)
         _check_probability("masked_lm_prob", masked_lm_prob, low_open=True)
         if max_predictions_per_seq is None:
             max_predictions_per_seq = math.ceil(max_seq_length * masked_lm_prob)
@@ -467,6 +591,7 @@ def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, s
     from .token_cache import tokenize_corpus
 
     check_max_seq_length(max_seq_length)
+    require_pretraining_tokens(tokenizer)
     corpus.check(min_documents=2)
     tokenized = tokenize_corpus(corpus, tokenizer, cache_dir=cache_dir)
     if tokenized.num_documents < 2:

@@ -2,9 +2,23 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
-__all__ = ["read_text"]
+__all__ = ["read_text", "write_whole"]
+
+
+def _conversion_advice(path: Path, data: bytes, encoding: str) -> str:
+    """How to convert the file: a command that works, for the likely source encoding."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        source, why = "UTF-16", "the file starts with UTF-16's byte-order mark (Windows' \"Unicode\")"
+    else:
+        source, why = "CP1252", ("CP1252, Windows' Western European encoding, is the usual one, and "
+                                 f"`file {shlex.quote(str(path))}` may name another")
+    converted = path.with_name(f"{path.stem}.{encoding.replace('-', '')}{path.suffix}")
+    return (f"Convert it to {encoding} and give the converted file instead, e.g. "
+            f"`iconv -f {source} -t {encoding.upper()} {shlex.quote(str(path))} > "
+            f"{shlex.quote(str(converted))}`: {why}.")
 
 
 def read_text(path: str | os.PathLike, what: str = "file", encoding: str = "utf-8") -> str:
@@ -35,9 +49,23 @@ def read_text(path: str | os.PathLike, what: str = "file", encoding: str = "utf-
         bad = data[e.start:e.end].hex(" ")
         raise ValueError(
             f"{what} {path}: byte offset {e.start} (line {line}, column {column}) holds byte(s) "
-            f"{bad} that are not valid {encoding}. Convert the file to {encoding} "
-            f"(for example with iconv) or pass the right encoding.") from None
+            f"{bad} that are not valid {encoding}. {_conversion_advice(path, data, encoding)}") from None
     if text.startswith("\ufeff"):
         text = text[1:]                # a byte-order mark is not text
     # Windows (\r\n) and classic Mac OS (\r alone) line ends, as Python's universal newlines
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def write_whole(path, write) -> None:
+    """``write(file)`` into a temporary file beside ``path``, renamed over ``path`` once complete.
+
+    A failure (a full disk) leaves ``path`` as it was, and no temporary file.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

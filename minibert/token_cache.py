@@ -9,8 +9,10 @@ so a changed corpus, vocabulary or Python is never served stale ids. Cache folde
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import unicodedata
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,12 +113,16 @@ def tokenize_corpus(corpus: Corpus, tokenizer, cache_dir: str | os.PathLike | No
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             pass                                  # damaged cache file: tokenize again
     result = _tokenize(corpus, tokenizer)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
         np.savez(tmp, ids=result.ids, sentence_starts=result.sentence_starts,
                  document_starts=result.document_starts)
         os.replace(tmp, path)                     # atomic: readers never see half a file
-    except OSError:
-        pass                                      # a read-only cache folder only costs time
+    except OSError as exc:                        # a cache that cannot be written only costs time: say so
+        warnings.warn(f"the token cache {path.parent} cannot be written ({exc.strerror or exc}): the corpus "
+                      f"is tokenized again on every run; set MINIBERT_CACHE to a writable folder",
+                      UserWarning, stacklevel=2)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return result

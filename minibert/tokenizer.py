@@ -16,8 +16,8 @@ Unicode the two transformers tokenizers disagree with each other, and
 minibert follows google-research/bert's Python code and Python's
 ``unicodedata`` tables: in cased mode no NFC normalisation (like the Fast
 tokenizer), a final sigma lowercased as ``ς`` and unassigned code points
-dropped (like the Python one). Special tokens written literally in the text, such as
-``"[MASK]"``, are kept whole, as in transformers.
+dropped (like the Python one). Special tokens of the vocabulary written literally in
+the text, such as ``"[MASK]"``, are kept whole, as in transformers.
 
 Vocabularies are trained by :func:`train_wordpiece` (see
 :mod:`minibert.wordpiece_trainer`).
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .basic_tokenizer import BasicTokenizer
-from .textio import read_text
+from .textio import read_text, write_whole
 from .wordpiece_trainer import train_wordpiece
 
 __all__ = ["WordPieceTokenizer", "load_vocab", "train_wordpiece", "SPECIAL_TOKENS",
@@ -49,22 +49,59 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not UTF-8 (with the byte offset), empty, or a token listed twice.
+        ValueError: not UTF-8 (with the byte offset), empty, a token listed twice, an empty
+            line or a token with whitespace around it (with the line number).
     """
     path = Path(path)
     lines = read_text(path, what="vocabulary file").split("\n")
     if lines and lines[-1] == "":
         lines.pop()                     # the file's final newline
-    vocab = [line.rstrip("\r") for line in lines]
+    vocab = lines
     if not vocab:
         raise ValueError(f"{path}: the vocabulary file is empty; it needs one token per line.")
     seen: dict[str, int] = {}
     for i, token in enumerate(vocab):
+        _check_vocab_line(path, i + 1, token)
         if token in seen:
             raise ValueError(f"{path}, line {i + 1}: token {token!r} is already on line "
                              f"{seen[token] + 1}; every token must be listed once.")
         seen[token] = i
     return vocab
+
+
+def _describe_whitespace(chars: str, kind: str = "") -> str:
+    """``"  \\t"`` -> ``"2 spaces and a tab"`` (with ``kind="trailing"``: ``"2 trailing spaces
+    and a trailing tab"``): whitespace named, since it cannot be seen."""
+    names = {" ": "space", "\t": "tab", "\u00a0": "no-break space", "\u3000": "ideographic space"}
+    counts: dict[str, int] = {}
+    for c in chars:
+        name = names.get(c, f"U+{ord(c):04X}")
+        counts[name] = counts.get(name, 0) + 1
+    kind = f"{kind} " if kind else ""
+    parts = [f"{n} {kind}{name}s" if n > 1 else f"a {kind}{name}" for name, n in counts.items()]
+    return " and ".join(parts)
+
+
+def _check_vocab_line(path: Path, line: int, token: str) -> None:
+    """A vocabulary line is one token: no empty line, no whitespace around it.
+
+    The basic tokenizer splits text at whitespace, so a token with a space is never
+    produced, and a line ``"[PAD] "`` would leave the vocabulary without ``[PAD]``.
+    """
+    if token == "" or token.isspace():
+        what = "empty" if token == "" else f"only whitespace ({_describe_whitespace(token)})"
+        raise ValueError(f"{path}, line {line}: the line is {what}; a vocab.txt has one token on every "
+                         f"line and no blank lines. Delete the line, or, to keep the ids of the lines "
+                         f"after it (the vocabulary of a trained model), write a token there that is not "
+                         f"yet in the file, such as an [unusedN].")
+    stripped = token.strip()
+    if stripped != token:
+        lead, trail = token[:len(token) - len(token.lstrip())], token[len(token.rstrip()):]
+        where = " and ".join(_describe_whitespace(ws, side)
+                             for side, ws in (("leading", lead), ("trailing", trail)) if ws)
+        raise ValueError(f"{path}, line {line}: token {token!r} has {where}; a vocab.txt has one token "
+                         f"per line with nothing around it. Remove the whitespace (make the line "
+                         f"{stripped!r}).")
 
 
 def vocab_is_cased(vocab) -> bool:
@@ -83,8 +120,11 @@ class WordPieceTokenizer:
     """BERT's tokenizer for a given vocabulary.
 
     Args:
-        vocab: the tokens; ``vocab[i]`` has id ``i``. It must contain
-            ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (anywhere).
+        vocab: the tokens; ``vocab[i]`` has id ``i``. Tokenizing needs only ``[UNK]``
+            (for words that cannot be cut into pieces); the other special tokens are
+            required where they are used: ``[CLS]`` and ``[SEP]`` to frame an input
+            (:meth:`encode`), ``[PAD]`` to pad a batch, ``[MASK]`` to mask. A vocabulary
+            for pre-training holds all five, anywhere.
         do_lower_case: ``True`` for uncased vocabularies (lowercase and strip accents).
         source: where the vocabulary came from, used in error messages.
     """
@@ -92,24 +132,54 @@ class WordPieceTokenizer:
     def __init__(self, vocab: list[str], do_lower_case: bool = True, source: str = "vocabulary"):
         if isinstance(vocab, (str, bytes)) or not all(isinstance(t, str) for t in vocab):
             raise TypeError(f"{source}: the vocabulary must be a list of token strings")
-        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-        if missing:
-            raise ValueError(
-                f"{source}: missing special token(s) {' '.join(missing)}. A BERT vocabulary needs "
-                f"{' '.join(SPECIAL_TOKENS)}; add them (BERT puts [PAD] on line 1 and "
-                "[UNK] [CLS] [SEP] [MASK] on lines 101-104) or train one with train_wordpiece().")
         self.vocab: list[str] = list(vocab)
         self.token_to_id: dict[str, int] = {t: i for i, t in enumerate(self.vocab)}
         if len(self.token_to_id) != len(self.vocab):
             raise ValueError(f"{source}: some tokens are listed more than once.")
+        self.source = source
+        self.unk_id = self.special_id(UNK, "tokenizing (every word that WordPiece cannot cut into "
+                                           "pieces becomes [UNK])")
         self.do_lower_case = do_lower_case
         self.basic = BasicTokenizer(do_lower_case=do_lower_case)
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            self.token_to_id[t] for t in SPECIAL_TOKENS)
         # WordPiece never needs to try a piece longer than the longest one in the vocabulary.
         self._max_piece_chars = max(len(t[2:]) if t.startswith("##") else len(t) for t in self.vocab)
         self._word_memo: dict[str, tuple[list[str], list[int]]] = {}
-        self._special_re = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
+        # special tokens written in the text stay whole, if the vocabulary has them
+        present = [t for t in SPECIAL_TOKENS if t in self.token_to_id]
+        self._special_re = re.compile("(" + "|".join(re.escape(t) for t in present) + ")")
+
+    # ------------------------------------------------------------------ special tokens
+    def require_special_tokens(self, tokens, needed_for: str) -> None:
+        """A ``ValueError`` naming every one of ``tokens`` missing from the vocabulary and what
+        ``needed_for`` them (e.g. "masking"); nothing when all are there."""
+        missing = [t for t in tokens if t not in self.token_to_id]
+        if missing:
+            raise ValueError(
+                f"{self.source}: no {' '.join(missing)} token{'s' if len(missing) > 1 else ''} in the "
+                f"vocabulary, which {needed_for} needs. Add {'them' if len(missing) > 1 else 'it'} "
+                f"(BERT's vocab.txt has [PAD] on line 1 and [UNK] [CLS] [SEP] [MASK] on lines 101-104) "
+                f"or train a vocabulary with train_wordpiece() or `minibert train-tokenizer`.")
+
+    def special_id(self, token: str, needed_for: str) -> int:
+        """The id of a special token, or a ``ValueError`` naming it and what ``needed_for`` it."""
+        self.require_special_tokens([token], needed_for)
+        return self.token_to_id[token]
+
+    @property
+    def pad_id(self) -> int:
+        return self.special_id(PAD, "padding a batch")
+
+    @property
+    def cls_id(self) -> int:
+        return self.special_id(CLS, "framing an input ([CLS] A [SEP] B [SEP])")
+
+    @property
+    def sep_id(self) -> int:
+        return self.special_id(SEP, "framing an input ([CLS] A [SEP] B [SEP])")
+
+    @property
+    def mask_id(self) -> int:
+        return self.special_id(MASK, "masking (pre-training and fill-mask)")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -131,7 +201,8 @@ class WordPieceTokenizer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "vocab.txt"
-        path.write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
+        # whole or not at all: a torn vocab.txt (a full disk) would no longer match the run's checkpoints
+        write_whole(path, lambda f: f.write("".join(t + "\n" for t in self.vocab).encode("utf-8")))
         return path
 
     def __len__(self) -> int:

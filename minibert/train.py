@@ -19,11 +19,14 @@ never stopped.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
 import os
+import shutil
 import signal
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,11 +35,13 @@ import numpy as np
 
 from . import accel
 from .backend import get_xp, to_numpy
-from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import (CheckpointError, checkpoint_step, latest_checkpoint, load_checkpoint,
+                         save_checkpoint)
 from .config import PRESETS, BertConfig
 from .corpus import Corpus
 from .model import BertForPreTraining
 from .optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
+from .textio import write_whole
 
 VOCAB_NAME = "vocab.txt"
 METRICS_NAME = "metrics.jsonl"
@@ -154,6 +159,9 @@ def check_args(a: TrainArgs) -> BertConfig:
                          f"--corpus {a.corpus} (give the file itself as --corpus)")
     if a.vocab is not None and not Path(a.vocab).is_file():
         raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
+    if a.vocab is None:
+        from .wordpiece_trainer import check_vocab_size_option
+        check_vocab_size_option(a.vocab_size)
     check_writable(Path(a.out))
     return config
 
@@ -168,13 +176,27 @@ def load_model_config(spec: str) -> BertConfig:
 
 
 def check_writable(out: Path) -> None:
+    """``out`` is a folder (made if missing) that this process can write into."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        blocker = _file_in_the_way(out)
+        if blocker is None:
+            out.mkdir(parents=True, exist_ok=True)
+            # a probe of its own name: runs started at once on one folder never remove each other's
+            with tempfile.TemporaryFile(dir=out, prefix=".write-test-"):
+                pass
     except OSError as exc:
         raise PermissionError(f"--out {out} is not writable ({exc.strerror or exc})") from exc
+    if blocker is not None:
+        where = "" if blocker == out else f": {blocker}"
+        raise NotADirectoryError(f"--out {out}{where} is a file, not a folder; choose another --out")
+
+
+def _file_in_the_way(out: Path):
+    """The file at ``out`` or at a folder above it, where a folder should be; None if there is none."""
+    for path in (out, *out.parents):
+        if path.exists():
+            return None if path.is_dir() else path
+    return None
 
 
 # -------------------------------------------------------------------------- data
@@ -183,8 +205,8 @@ def split_documents(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus,
     n = corpus.num_documents
     n_held = max(2, round(n * fraction))
     if n - n_held < 2:
-        raise ValueError(f"corpus {corpus.name!r} has {n} documents: too few to hold out {n_held} for "
-                         f"evaluation and keep 2 for training")
+        raise ValueError(f"corpus {corpus.name!r} has {n} document{'s' if n != 1 else ''}: too few to hold "
+                         f"out {n_held} for evaluation and keep 2 for training")
     order = np.random.default_rng((seed, 1)).permutation(n)
     held = set(order[:n_held].tolist())
     docs = corpus.documents
@@ -276,21 +298,29 @@ def load_run_corpus(a: TrainArgs) -> Corpus:
 
 
 def prepare_data(a: TrainArgs, out: Path, log=print):
-    """Corpus, tokenizer, training stream and fixed held-out batches."""
-    from .pretraining_data import build_pretraining_dataset
+    """Corpus, tokenizer, training stream and fixed held-out batches.
+
+    The data's warnings (e.g. lines far too long to be sentences) go to ``log``, one line each.
+    """
+    import warnings
+
+    from .pretraining_data import build_pretraining_dataset, check_instances_fit
     from .tokenizer import WordPieceTokenizer, train_wordpiece
 
+    saved_vocab = out / VOCAB_NAME
+    trains_vocab = a.vocab is None and not (a.resume and saved_vocab.is_file())
     corpus = load_run_corpus(a)
+    # a first look at memory before the vocabulary and the tokens: a corpus has at least as
+    # many tokens as whitespace-separated words (the exact count is checked again later)
+    check_instances_fit(corpus.num_words, a.dupe_factor, unit="words")
     train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
 
-    saved_vocab = out / VOCAB_NAME
     if a.vocab is not None:
         tokenizer = WordPieceTokenizer.from_vocab_file(a.vocab)
-    elif a.resume and saved_vocab.is_file():
+    elif not trains_vocab:
         tokenizer = WordPieceTokenizer.from_vocab_file(saved_vocab)   # the run's own vocabulary
     else:
         # the vocabulary is learned from the training documents only
-        import warnings
         with warnings.catch_warnings():   # the run measures and reports the [UNK] share itself
             warnings.simplefilter("ignore", UserWarning)
             tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
@@ -298,8 +328,13 @@ def prepare_data(a: TrainArgs, out: Path, log=print):
 
     cache = a.cache_dir if a.cache_dir is not None else None
     common = dict(max_seq_length=a.seq_len, max_predictions_per_seq=a.max_predictions, cache_dir=cache)
-    train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=a.dupe_factor, seed=a.seed, **common)
-    held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=a.seed + 1, **common)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=a.dupe_factor, seed=a.seed,
+                                          **common)
+        held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=a.seed + 1, **common)
+    for message in dict.fromkeys(str(w.message) for w in caught):   # each once, in order
+        log(f"warning: {message}")
     # held-out batches are masked once, with a fixed generator, so evaluations compare;
     # as many IsNext as NotNext instances, so that NSP's chance level is exactly 50%
     rng = np.random.default_rng((a.seed, 2))
@@ -402,6 +437,105 @@ def evaluate(model, eval_batches) -> dict:
                 n_pairs=sums["n_nsp"], n_masked=sums["n_mlm"])
 
 
+class LineFile:
+    """Appends whole lines to a file: a line the disk cannot take in full is taken out again."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+
+    def append(self, line: str) -> None:
+        data = (line + "\n").encode()
+        size = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError as exc:
+            with contextlib.suppress(OSError):   # should this fail too, a reader drops a torn last line
+                os.ftruncate(self._fd, size)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class MetricsLog:
+    """``metrics.jsonl``, the run's history, and the sums behind the next train record.
+
+    A train record averages the steps since the one before it.  Those sums
+    (the *window*) go into every checkpoint with the time they took, so a
+    run stopped between two log steps and resumed writes the same records
+    as a run that never stopped.
+    """
+
+    def __init__(self, path: Path, history: list, on_record=None):
+        self.history, self.on_record = history, on_record
+        self.window, self._t0 = {}, time.perf_counter()
+        self._file = LineFile(path)
+
+    def record(self, entry: dict) -> None:
+        self._file.append(json.dumps(entry))
+        self.history.append(entry)
+        if self.on_record is not None:
+            self.on_record(entry)
+
+    def add_step(self, sums: dict, grad_norm: float, overflow: bool) -> None:
+        # a skipped step's norm is inf: it stays out of the mean
+        self.window = add(self.window, dict(sums, grad_norm=0.0 if overflow else grad_norm,
+                                            skipped=int(overflow), steps=1))
+
+    def train_record(self, step: int, lr: float, stream, scaler=None) -> dict:
+        """Write the record of the steps since the last one, and start the window again."""
+        w, elapsed = self.window, max(time.perf_counter() - self._t0, 1e-9)
+        taken = w["steps"] - w["skipped"]
+        entry = dict(kind="train", step=step, **summarize(w), lr=lr, grad_norm=w["grad_norm"] / max(taken, 1),
+                     tokens_per_s=w["tokens"] / elapsed, data_wait=stream.wait_s / elapsed)
+        if scaler is not None:
+            entry.update(loss_scale=scaler.scale, skipped_steps=w["skipped"])
+        self.record(entry)
+        self.window, self._t0, stream.wait_s = {}, time.perf_counter(), 0.0
+        return entry
+
+    def window_state(self, stream) -> dict:
+        """The window, for a checkpoint: the sums since the last train record, and the time they took."""
+        return dict(sums=self.window, seconds=time.perf_counter() - self._t0, data_wait_s=stream.wait_s)
+
+    def start(self, stream, window=None) -> None:
+        """Start the clock at the first step, from a checkpoint's ``window_state()`` if there is one."""
+        window = window or dict(sums={}, seconds=0.0, data_wait_s=0.0)
+        self.window = dict(window["sums"])
+        self._t0 = time.perf_counter() - window["seconds"]
+        stream.wait_s = window["data_wait_s"]
+
+    def close(self) -> None:
+        self._file.close()
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _write_failed(exc: OSError, step: int, last_ckpt, what=None) -> TrainingError:
+    """A write of the run that failed (most often: the disk is full), with what is lost and how to go on."""
+    full = exc.errno in _DISK_FULL
+    why = f"the disk is full ({exc.strerror})" if full else (exc.strerror or str(exc))
+    saved = checkpoint_step(last_ckpt) if last_ckpt else 0
+    lost = ("no step is lost" if saved == step else f"step {step} is lost" if saved == step - 1
+            else f"steps {saved + 1} to {step} are lost")
+    kept = f"The last good checkpoint is {last_ckpt}" if last_ckpt else "No checkpoint was saved yet"
+    then = "continue with --resume" if last_ckpt else "start the run again"
+    return TrainingError(f"step {step}: could not write {what or exc.filename or 'a file of the run'}: {why}. "
+                         f"{kept}: {lost}; {'free some space' if full else 'fix that'}, then {then}.")
+
+
+@contextlib.contextmanager
+def _writes(step: int, last_ckpt, what=None):
+    """Turns a failed write into a ``TrainingError`` that says what is lost and how to go on."""
+    try:
+        yield
+    except OSError as exc:
+        raise _write_failed(exc, step, last_ckpt, what) from None
+
+
 # ------------------------------------------------------------------- checkpoints
 def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str) -> dict:
     """What must match for a checkpoint to be resumed by this run."""
@@ -432,7 +566,8 @@ def _comparable(identity: dict, theirs: dict) -> dict:
     return old
 
 
-def save_run(out, step, model, opt, stream, identity, keep, scaler=None) -> Path:
+def save_run(out, step, model, opt, stream, identity, keep, scaler=None, log_window=None) -> Path:
+    """Write the run's checkpoint of ``step``; ``log_window``: ``MetricsLog.window_state()``."""
     xp = model.xp
     if not bool(xp.isfinite(model.params.data).all()):
         raise TrainingError(f"step {step}: the weights hold NaN or inf; not writing a poisoned checkpoint")
@@ -440,29 +575,86 @@ def save_run(out, step, model, opt, stream, identity, keep, scaler=None) -> Path
     meta = {"run": identity, "adam_t": opt.t, "data": stream.state_dict()}
     if scaler is not None:
         meta["loss_scaler"] = scaler.state_dict()
+    if log_window is not None:
+        meta["log_window"] = log_window
     return save_checkpoint(out, step, arrays, meta, keep=keep)
 
 
-def restore_run(path, model, opt, stream, identity, scaler=None) -> int:
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_RUN_STATE = {   # what a run's checkpoint holds besides its arrays, and how to tell it is usable
+    "run": lambda v: isinstance(v, dict),
+    "adam_t": _is_int,
+    "data": lambda v: isinstance(v, dict) and _is_int(v.get("epoch")) and _is_int(v.get("index")),
+}
+
+
+def check_complete(path, arrays: dict, meta: dict) -> None:
+    """Refuse a checkpoint that lacks part of a run's state, naming what it lacks."""
+    missing = [k for k in ("params", "adam_m", "adam_v") if k not in arrays]
+    missing += [k for k, usable in _RUN_STATE.items() if not usable(meta.get(k))]
+    if missing:
+        raise CheckpointError(_lacks(path, missing))
+
+
+def _lacks(path, names) -> str:
+    return (f"checkpoint {path} lacks usable {', '.join(names)}: it is not a whole checkpoint of a minibert "
+            f"run, and no run can continue from it; move it out of {Path(path).parent} to resume from the "
+            f"checkpoint before it, or start the run in another --out")
+
+
+def _is_log_window(state) -> bool:
+    """What ``MetricsLog.window_state()`` writes."""
+    return (isinstance(state, dict) and isinstance(state.get("sums"), dict)
+            and all(_is_number(v) for v in state["sums"].values())
+            and _is_number(state.get("seconds")) and _is_number(state.get("data_wait_s")))
+
+
+def restore_run(path, model, opt, stream, identity, scaler=None):
+    """Load checkpoint ``path`` into the model, AdamW, the data stream (and the loss scaler).
+
+    Returns (step, log window): the window is the sums of the steps since
+    the last train record (``MetricsLog.window_state()``), None in a
+    checkpoint from before windows were saved.
+    """
     arrays, meta = load_checkpoint(path)
-    theirs = meta.get("run", {})
+    check_complete(path, arrays, meta)
+    theirs = meta["run"]
     identity = _comparable(identity, theirs)
     diff = sorted(k for k in set(identity) | set(theirs) if identity.get(k) != theirs.get(k))
     if diff:
         detail = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs now {identity.get(k)!r}"
                            for k in diff if k not in ("config", "corpus", "vocab"))
-        detail += "".join(f", {k} differs" for k in diff if k in ("config", "corpus", "vocab"))
+        what = {"config": "the model config differs",
+                "corpus": "the corpus text differs from the one this run started on",
+                "vocab": f"the vocabulary differs ({VOCAB_NAME} in the run folder, or --vocab, was changed)"}
+        detail += "".join(f", {what[k]}" for k in diff if k in what)
         raise CheckpointError(f"{path} belongs to a different run ({detail.lstrip(', ')}); "
                               f"use another --out or the same settings")
-    xp = model.xp
-    model.params.data[...] = xp.asarray(arrays["params"])
-    opt.m[...] = xp.asarray(arrays["adam_m"])
-    opt.v[...] = xp.asarray(arrays["adam_v"])
+    if scaler is not None and not isinstance(meta.get("loss_scaler"), dict):
+        raise CheckpointError(_lacks(path, ["loss_scaler"]))
+    window = meta.get("log_window")
+    if window is not None and not _is_log_window(window):
+        raise CheckpointError(_lacks(path, ["log_window"]))
+    targets = {"params": model.params.data, "adam_m": opt.m, "adam_v": opt.v}
+    for name, target in targets.items():
+        if arrays[name].shape != target.shape:
+            raise CheckpointError(f"checkpoint {path}: its {name} holds {arrays[name].size} values (shape "
+                                  f"{arrays[name].shape}), the model needs {target.size} (shape "
+                                  f"{target.shape}); no run can continue from it")
+    for name, target in targets.items():
+        target[...] = model.xp.asarray(arrays[name])
     opt.t = int(meta["adam_t"])
     stream.load_state_dict(meta["data"])
     if scaler is not None:
         scaler.load_state_dict(meta["loss_scaler"])
-    return int(meta["step"])
+    return int(meta["step"]), window
 
 
 class StopSignal:
@@ -498,21 +690,34 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
     """
     config = check_args(a)
     out = Path(a.out)
-    checkpoint = latest_checkpoint(out) if a.resume else None
-    if a.resume and checkpoint is None:
-        raise CheckpointError(f"--resume: no checkpoint in {out}")
-    if checkpoint is not None:
-        load_checkpoint(checkpoint)  # a damaged file is reported now, before any work
-    lock = lock_run_folder(out)
+    lock = lock_run_folder(out)   # before anything in the folder is read: a run starting beside us hears of us
     try:
+        checkpoint = _checkpoint_to_resume(a, out)
         if not a.resume:
             if latest_checkpoint(out) is not None:
                 raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
                                  f"it, or choose another --out")
             start_fresh(out, a)
         return _run(a, config, out, checkpoint, log, on_record)
+    except OSError as exc:        # the loop's own writes say more: this is the set-up's
+        if exc.errno not in _DISK_FULL:
+            raise
+        raise TrainingError(f"could not write {exc.filename or out}: the disk is full ({exc.strerror}); no "
+                            f"step was trained in this start: free some space, then run the same command "
+                            f"again") from None
     finally:
         lock.close()
+
+
+def _checkpoint_to_resume(a: TrainArgs, out: Path):
+    """The checkpoint --resume continues from, checked now, before any work; None for a new run."""
+    if not a.resume:
+        return None
+    checkpoint = latest_checkpoint(out)
+    if checkpoint is None:
+        raise CheckpointError(f"--resume: no checkpoint in {out}")
+    check_complete(checkpoint, *load_checkpoint(checkpoint))
+    return checkpoint
 
 
 def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record) -> RunResult:
@@ -526,7 +731,7 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
     scaler = LossScaler() if a.mixed_precision else None
     identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
-    step = restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else 0
+    step, window = restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else (0, None)
 
     baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
     log(f"corpus: {corpus}")
@@ -541,90 +746,52 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record
             f"from text it cannot see")
     if checkpoint:
         log(f"resumed from {checkpoint} at step {step}")
+        if window is None and step % a.log_every and step < a.steps:
+            after = min(step - step % a.log_every + a.log_every, a.steps)
+            log(f"note: {checkpoint} holds no sums of the steps since the last train record (older "
+                f"checkpoints do not): the record of step {after} averages steps {step + 1} to {after} only")
 
-    metrics_path = out / METRICS_NAME
-    history = _read_history(metrics_path, upto=step, log=log) if step else []   # a fresh run starts a fresh file
-    _write_history(metrics_path, history)
-    metrics = metrics_path.open("a")
-
-    def record(entry):
-        history.append(entry)
-        metrics.write(json.dumps(entry) + "\n")
-        metrics.flush()
-        if on_record is not None:
-            on_record(entry)
-
-    if step == 0:
-        record(dict(kind="eval", step=0, **evaluate(model, eval_batches), unigram_baseline=baseline))
-    stream = Prefetch(stream)   # after the restore: it starts from the restored position
-
-    from tqdm.auto import tqdm
-    bar = tqdm(total=a.steps, initial=step, disable=not a.progress, unit="step", dynamic_ncols=True)
-    last_ckpt, stopped_by, window, t0 = checkpoint, None, {}, time.perf_counter()
-    end = a.stop_at if a.stop_at is not None else a.steps
-    try:
+    metrics = _open_metrics(out / METRICS_NAME, step, checkpoint, log, on_record)
+    last_ckpt, stopped_by, end = checkpoint, None, a.stop_at if a.stop_at is not None else a.steps
+    with contextlib.ExitStack() as closing:
+        closing.callback(metrics.close)
+        if step == 0:
+            with _writes(step, last_ckpt):
+                metrics.record(dict(kind="eval", step=0, **evaluate(model, eval_batches),
+                                    unigram_baseline=baseline))
+        stream = Prefetch(stream)   # after the restore: it starts from the restored position
+        closing.callback(stream.close)
+        from tqdm.auto import tqdm
+        bar = tqdm(total=a.steps, initial=step, disable=not a.progress, unit="step", dynamic_ncols=True)
+        closing.callback(bar.close)
+        metrics.start(stream, window)
         # a diverging run overflows: the finiteness check below reports it
         # in one line instead of a wall of NumPy warnings
         with StopSignal() as stop, np.errstate(over="ignore", invalid="ignore"):
             while step < end:
-                # ---- one optimiser step: accum micro-batches, clip, AdamW
-                model.seed_dropout((a.seed, step))        # dropout masks depend on (seed, step) only
                 lr = a.lr * linear_warmup_decay(step, a.steps, a.warmup_steps)
-                loss_scale = scaler.scale if scaler is not None else 1.0
-                sums = {}
-                for micro in range(a.accum):
-                    batch = stream.next_batch()
-                    out_ = model.forward(**batch, train=True)
-                    model.backward(accumulate=micro > 0, loss_scale=loss_scale)
-                    sums = add(sums, batch_stats(out_, batch))
-                if a.accum > 1 or loss_scale != 1.0:
-                    # the mean over micro-batches, and the loss scale taken out again
-                    model.params.grad *= 1.0 / (a.accum * loss_scale)
-                stats = summarize(sums)
-                grad_norm = clip_grad_norm(model.params, a.max_grad_norm or None)
-                overflow = not math.isfinite(grad_norm)
-                if not math.isfinite(stats["loss"]) or (overflow and scaler is None):
-                    raise TrainingError(f"step {step + 1}: the loss is {stats['loss']} (gradient norm "
-                                        f"{grad_norm}); stopped without saving. Last good checkpoint: "
-                                        f"{last_ckpt or 'none'}. Try a lower --lr.")
-                if scaler is None or scaler.update(not overflow):
-                    opt.step(lr)
-                elif scaler.scale < 1.0:
-                    # the float16 gradients overflow even unscaled: not an accident of the scale
-                    raise TrainingError(f"step {step + 1}: the gradients overflow float16 even at loss scale "
-                                        f"{loss_scale:g}; stopped without saving. Last good checkpoint: "
-                                        f"{last_ckpt or 'none'}. Try a lower --lr, or train without "
-                                        f"--mixed-precision.")
+                sums, grad_norm, overflow = _optimiser_step(a, model, opt, scaler, stream, step, lr, last_ckpt)
                 step += 1
+                metrics.add_step(sums, grad_norm, overflow)
 
-                # ---- logging
-                # a skipped step's norm is inf: it stays out of the mean
-                window = add(window, dict(sums, grad_norm=0.0 if overflow else grad_norm,
-                                          skipped=int(overflow), steps=1))
-                if step % a.log_every == 0 or step == end:
-                    elapsed = time.perf_counter() - t0
-                    taken = window["steps"] - window["skipped"]
-                    entry = dict(kind="train", step=step, **summarize(window), lr=lr,
-                                 grad_norm=window["grad_norm"] / max(taken, 1),
-                                 tokens_per_s=window["tokens"] / max(elapsed, 1e-9),
-                                 data_wait=stream.wait_s / max(elapsed, 1e-9))
-                    stream.wait_s = 0.0
-                    if scaler is not None:
-                        entry.update(loss_scale=scaler.scale, skipped_steps=window["skipped"])
-                    record(entry)
-                    bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
-                                    nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
-                    window, t0 = {}, time.perf_counter()
-                bar.update(1)
-                if step % a.eval_every == 0 or step == a.steps:
-                    record(dict(kind="eval", step=step, **evaluate(model, eval_batches),
-                                unigram_baseline=baseline))
-                if stop.received or step % a.save_every == 0 or step == end:
-                    try:
-                        last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep, scaler)
-                    except TrainingError as exc:
-                        raise TrainingError(f"{exc}. Last good checkpoint: {last_ckpt or 'none'}. "
-                                            f"Try a lower --lr.") from None
+                # ---- log, evaluate, save; a write that fails says which steps are lost
+                with _writes(step, last_ckpt):
+                    # log steps only, never at a stop: the window goes into the checkpoint instead
+                    if step % a.log_every == 0 or step == a.steps:
+                        entry = metrics.train_record(step, lr, stream, scaler)
+                        bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
+                                        nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
+                    bar.update(1)
+                    if step % a.eval_every == 0 or step == a.steps:
+                        metrics.record(dict(kind="eval", step=step, **evaluate(model, eval_batches),
+                                            unigram_baseline=baseline))
+                    if stop.received or step % a.save_every == 0 or step == end:
+                        try:
+                            last_ckpt = save_run(out, step, model, opt, stream, identity, a.keep, scaler,
+                                                 metrics.window_state(stream))
+                        except TrainingError as exc:
+                            raise TrainingError(f"{exc}. Last good checkpoint: {last_ckpt or 'none'}. "
+                                                f"Try a lower --lr.") from None
                 if stop.received:
                     stopped_by = stop.received
                     log(f"\n{stopped_by} received: saved {last_ckpt} at step {step}; "
@@ -634,23 +801,74 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record
                 if a.stop_at is not None and step < a.steps:
                     stopped_by = "stop_at"
                     log(f"stopped at step {step} (--stop-at): saved {last_ckpt}; continue with --resume")
-    finally:
-        stream.close()
-        bar.close()
-        metrics.close()
 
+    history = metrics.history
     final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
     result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=model,
                        tokenizer=tokenizer, stopped_by=stopped_by)
     if step == a.steps:
-        export_dir = out / "model"
-        model.save_pretrained(export_dir)
-        tokenizer.save_vocabulary(export_dir)
+        with _writes(step, last_ckpt, what=out / "model"):
+            export_dir = export_model(model, tokenizer, out)
         log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
     if a.plot:
-        plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size)
+        with _writes(step, last_ckpt, what=out / PLOT_NAME):
+            plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size)
         log(f"loss curves: {out / PLOT_NAME}")
     return result
+
+
+def _optimiser_step(a: TrainArgs, model, opt, scaler, stream, step: int, lr: float, last_ckpt):
+    """Step ``step + 1``: accum micro-batches, clip, AdamW.  Returns (sums, grad_norm, overflow)."""
+    model.seed_dropout((a.seed, step))        # dropout masks depend on (seed, step) only
+    loss_scale = scaler.scale if scaler is not None else 1.0
+    sums = {}
+    for micro in range(a.accum):
+        batch = stream.next_batch()
+        out_ = model.forward(**batch, train=True)
+        model.backward(accumulate=micro > 0, loss_scale=loss_scale)
+        sums = add(sums, batch_stats(out_, batch))
+    if a.accum > 1 or loss_scale != 1.0:
+        # the mean over micro-batches, and the loss scale taken out again
+        model.params.grad *= 1.0 / (a.accum * loss_scale)
+    stats = summarize(sums)
+    grad_norm = clip_grad_norm(model.params, a.max_grad_norm or None)
+    overflow = not math.isfinite(grad_norm)
+    if not math.isfinite(stats["loss"]) or (overflow and scaler is None):
+        raise TrainingError(f"step {step + 1}: the loss is {stats['loss']} (gradient norm "
+                            f"{grad_norm}); stopped without saving. Last good checkpoint: "
+                            f"{last_ckpt or 'none'}. Try a lower --lr.")
+    if scaler is None or scaler.update(not overflow):
+        opt.step(lr)
+    elif scaler.scale < 1.0:
+        # the float16 gradients overflow even unscaled: not an accident of the scale
+        raise TrainingError(f"step {step + 1}: the gradients overflow float16 even at loss scale "
+                            f"{loss_scale:g}; stopped without saving. Last good checkpoint: "
+                            f"{last_ckpt or 'none'}. Try a lower --lr, or train without "
+                            f"--mixed-precision.")
+    return sums, grad_norm, overflow
+
+
+def _open_metrics(path: Path, step: int, checkpoint, log, on_record) -> MetricsLog:
+    """metrics.jsonl rewound to ``step`` (a new run starts a new file), open for the records to come."""
+    history = _read_history(path, upto=step, log=log) if step else []
+    with _writes(step, checkpoint, what=path):
+        _write_history(path, history)
+        return MetricsLog(path, history, on_record)
+
+
+def export_model(model, tokenizer, out: Path) -> Path:
+    """The model in Hugging Face's format, with its vocab.txt, as ``out/model``: written whole or not at all."""
+    final, tmp = out / "model", out / ".model.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)          # left by a run killed while it exported
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_vocabulary(tmp)
+        if final.is_dir() and not final.is_symlink():
+            shutil.rmtree(final)                    # this run's earlier export: a resumed run writes it again
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
 
 
 def _read_history(path: Path, upto: int, log=print) -> list:
@@ -751,9 +969,8 @@ def start_fresh(out: Path, a: TrainArgs) -> None:
 
 
 def _write_history(path: Path, records: list) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    write_whole(path, lambda f: f.write(text.encode()))
 
 
 # -------------------------------------------------------------------------- plot
@@ -800,22 +1017,33 @@ def plot_history(history, path=None, vocab_size=None):
     ax2.legend(fontsize=8)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=110)
+        kind = Path(path).suffix.lstrip(".") or "png"
+        write_whole(path, lambda f: fig.savefig(f, dpi=110, format=kind))
     return fig
 
 
 # ---------------------------------------------------------------------- fill-mask
 def fill_mask(model, tokenizer, text: str, top_k: int = 5):
-    """Top-k predictions for each ``[MASK]`` in ``text``: a list (one per mask) of (token, probability)."""
-    enc = tokenizer.encode(text, max_length=model.config.max_position_embeddings)
+    """Top-k predictions for each ``[MASK]`` in ``text``: a list (one per mask) of (token, probability).
+
+    Text past the model's positions is cut off, but a ``[MASK]`` there is an error: every
+    ``[MASK]`` gets its predictions, or none does.
+    """
+    mask_id = tokenizer.mask_id
+    n_positions = model.config.max_position_embeddings
+    enc = tokenizer.encode(text, max_length=n_positions)
     ids = np.asarray([enc["input_ids"]])
-    positions = np.flatnonzero(ids[0] == tokenizer.mask_id)
-    if positions.size == 0:
-        shown = repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text):,} characters)"
-        if "[MASK]" in text:
-            raise ValueError(f"the [MASK] of {shown} lies beyond the model's "
-                             f"{model.config.max_position_embeddings} positions; shorten the text")
+    positions = np.flatnonzero(ids[0] == mask_id)
+    n_masks = tokenizer.tokenize_to_ids(text).count(mask_id)
+    shown = repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text):,} characters)"
+    if n_masks == 0:
         raise ValueError(f"no [MASK] in {shown}: write [MASK] where a word should be predicted")
+    if positions.size < n_masks:
+        lost = n_masks - positions.size
+        raise ValueError(f"{lost:,} of the {n_masks:,} [MASK] tokens of {shown} "
+                         f"{'lies' if lost == 1 else 'lie'} beyond the model's {n_positions} positions: "
+                         f"only {positions.size:,} fit (the model reads at most {n_positions - 2} tokens "
+                         f"between [CLS] and [SEP]); shorten the text or split it into several")
     out = model.forward(ids, np.asarray([enc["token_type_ids"]]), np.asarray([enc["attention_mask"]]),
                         train=False)
     model.release()

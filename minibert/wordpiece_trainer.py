@@ -32,7 +32,7 @@ from pathlib import Path
 from .basic_tokenizer import BasicTokenizer
 from .textio import read_text
 
-__all__ = ["train_wordpiece", "bert_special_layout"]
+__all__ = ["train_wordpiece", "bert_special_layout", "check_vocab_size_option"]
 
 
 def bert_special_layout(num_unused: int = 99) -> list[str]:
@@ -43,6 +43,19 @@ def bert_special_layout(num_unused: int = 99) -> list[str]:
     ``num_unused=0`` packs the five special tokens into ids 0-4.
     """
     return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def check_vocab_size_option(vocab_size: int) -> None:
+    """``--vocab-size`` of the command line: room for words next to BERT's special tokens.
+
+    (The command line always uses BERT's layout; ``train_wordpiece`` also takes ``num_unused``.)
+    """
+    n_special = len(bert_special_layout())
+    if vocab_size <= n_special:
+        raise ValueError(f"--vocab-size {vocab_size} leaves no room for words: a trained vocabulary starts "
+                         f"with BERT's {n_special} special tokens ([PAD], [unused0] to [unused98], [UNK], "
+                         f"[CLS], [SEP], [MASK]); give a --vocab-size of at least {n_special + 1} (a useful "
+                         f"vocabulary has thousands of tokens)")
 
 
 def _texts(texts_or_files: Iterable[str | os.PathLike]) -> Iterable[str]:
@@ -143,7 +156,8 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
                if missing else f"no word is spelled with the {len(alphabet)} most frequent characters "
                                f"(limit_alphabet={limit_alphabet})")
         warnings.warn(f"train_wordpiece: {why}; words that need the others become [UNK]. Raise vocab_size "
-                      f"or limit_alphabet, or lower num_unused.", stacklevel=2)
+                      f"(--vocab-size on the command line); in Python a larger limit_alphabet or a smaller "
+                      f"num_unused also make room.", stacklevel=2)
 
     # 3. pair counts, and which words contain each pair
     pair_count: Counter[tuple[str, str]] = Counter()

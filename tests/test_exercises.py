@@ -1,5 +1,6 @@
 """The exercise checkers are real: each fails on its untouched stub and on planted
-mistakes (with the hint meant for that mistake), and passes on the solution."""
+mistakes (with the hint meant for that mistake under the first FAIL line), and
+passes on the solution and on right answers written differently."""
 import inspect
 import os
 import subprocess
@@ -16,10 +17,23 @@ if str(ROOT) not in sys.path:          # the exercises live next to the package,
 from exercises import EXERCISES  # noqa: E402
 from exercises.checks import CHECKS, run_check  # noqa: E402
 from exercises.cli import LoadError, load_module  # noqa: E402
-from exercises.mistakes import build  # noqa: E402
+from exercises.mistakes import build, correct_variants  # noqa: E402
 
 MISTAKES = build()
 PLANTED = [(ex, m) for ex, ms in MISTAKES.items() for m in ms]
+VARIANTS = [(ex, v) for ex, vs in correct_variants().items() for v in vs]
+
+
+def first_fail(text: str):
+    """The first FAIL line of a rendered report and the hint printed under it ('' if none)."""
+    lines = text.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("  FAIL"))
+    hints = []
+    for line in lines[i + 1:]:
+        if not line.startswith("        hint: "):
+            break
+        hints.append(line[len("        hint: "):])
+    return lines[i], " ".join(hints)
 
 
 def test_every_exercise_has_a_checker_and_two_mistakes():
@@ -47,10 +61,38 @@ def test_solution_passes(name):
 
 @pytest.mark.parametrize("name,mistake", PLANTED, ids=[f"{e}-{m.name}" for e, m in PLANTED])
 def test_planted_mistake_fails_with_its_hint(name, mistake):
+    """The hint meant for the mistake is the one under the FIRST FAIL line, the one the student reads."""
     report = run_check(name, mistake.module)
     text = report.render()
     assert report.status == "fail", text
-    assert any(mistake.hint in h for h in report.hints), text
+    line, hint = first_fail(text)
+    assert mistake.hint in hint, f"first FAIL line: {line.strip()}\n\n{text}"
+    assert report.first_failure == (line[len("  FAIL  "):], hint), text
+
+
+@pytest.mark.parametrize("name,right", VARIANTS, ids=[f"{e}-{v.name}" for e, v in VARIANTS])
+def test_correct_variant_passes(name, right):
+    """Right answers written another way (google-research/bert's among them) pass."""
+    report = run_check(name, right.module)
+    assert report.passed, report.render()
+
+
+def test_a_structural_failure_is_reported_once(tmp_path):
+    """An exception stops the check with one note; nothing after it repeats the failure."""
+    report, text = _failing_solution(tmp_path, "softmax", "return p * (dp - (dp * p).sum(axis=-1, keepdims=True))",
+                                     "return p * (dp - (dp * p).sum(axis=-1))")
+    lines = text.splitlines()
+    assert sum(line.startswith("  FAIL") for line in lines) == 1, text
+    assert "keepdims=True" in first_fail(text)[1], text
+    notes = [i for i, line in enumerate(lines) if "were not run" in line]
+    assert len(notes) == 1 and lines[notes[0] + 1].startswith("  ->"), text
+
+
+def test_layernorm_default_eps_is_the_stubs():
+    """The checker holds layernorm_forward without eps to the default the stub's signature gives."""
+    from exercises.checks import LAYERNORM_DEFAULT_EPS
+    stub = load_module("layernorm", "stubs")
+    assert inspect.signature(stub.layernorm_forward).parameters["eps"].default == LAYERNORM_DEFAULT_EPS
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
@@ -103,7 +145,7 @@ def test_cli_on_the_stubs_fails_cleanly():
     assert res.returncode != 0
     for name in EXERCISES:
         assert f"[TODO] {name}" in res.stdout
-    assert "0 of 10 exercises pass" in res.stdout
+    assert f"0 of {len(EXERCISES)} exercises pass" in res.stdout
     assert "Traceback" not in res.stdout + res.stderr
 
 
@@ -189,6 +231,8 @@ FLOAT32 = {   # results returned in float32: float32 rounding lies below the 1e-
     "softmax forward": ("softmax", "return p, p", "return p.astype('float32'), p", "p"),
     "embedding dW": ("embedding", "return dW", "return dW.astype('float32')", "dW (padding_idx=None)"),
     "cross-entropy loss": ("cross_entropy", "return loss, cache", "return np.float32(loss), cache", "loss"),
+    "dropout out": ("dropout", "return x * mask, mask", "return (x * mask).astype('float32'), mask",
+                    "out (train=True)"),
 }
 
 
@@ -230,6 +274,9 @@ IN_PLACE = {   # changing an argument in place: the returned values are right, t
     "cross-entropy logits -= max": ("cross_entropy", "    z = logits - logits.max(axis=1, keepdims=True)",
                                     "    logits -= logits.max(axis=1, keepdims=True)\n    z = logits",
                                     "softmax_cross_entropy_forward changed logits (an input) in place"),
+    "dropout dout *= mask": ("dropout", "    return dout if mask is None else dout * mask",
+                             "    if mask is not None:\n        dout *= mask\n    return dout",
+                             "dropout_backward changed dout (the upstream gradient) in place"),
 }
 
 
@@ -241,6 +288,15 @@ def test_changing_an_argument_in_place_fails_and_says_which(tmp_path, case):
     assert any("residual connection" in h or "used again" in h for h in report.hints), text
     # the values are right: no gradient check fails, so the backward pass is not blamed
     assert not any(line.startswith("  FAIL") and "numerical gradient" in line for line in report.lines), text
+
+
+def test_dropout_in_place_is_named_before_what_it_breaks(tmp_path):
+    """x *= mask in dropout_forward also overwrites attention's P, and its gradients go wrong:
+    the first FAIL line names the cause, the in-place change."""
+    report, text = _failing_solution(tmp_path, "dropout", "    return x * mask, mask",
+                                     "    x *= mask\n    return x, mask")
+    line, hint = first_fail(text)
+    assert "dropout_forward changed x (an input) in place" in line and "residual connection" in hint, text
 
 
 HINTS = {   # usual mistakes and a piece of the hint each must get
@@ -276,7 +332,7 @@ HINTS = {   # usual mistakes and a piece of the hint each must get
 def test_usual_mistake_gets_its_hint(tmp_path, case):
     name, old, new, hint = HINTS[case]
     report, text = _failing_solution(tmp_path, name, old, new)
-    assert any(hint in h for h in report.hints), text
+    assert hint in first_fail(text)[1], text
 
 
 def test_hints_that_do_not_fit_are_not_given(tmp_path):

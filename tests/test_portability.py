@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = {"Haswell": {"avx2", "fma"}, "SkylakeX": {"avx512f", "avx512bw", "avx512vl"},
            "Sandybridge": {"avx"}, "Nehalem": {"sse4_2"}}
 
+# the fast paths against the reference, bits with any thread count, and a resume that changes it
+PROMISES = ["tests/test_fast.py",
+            "tests/test_hostile_runs.py::test_a_resume_with_another_thread_count_continues_the_same_bits"]
+
 PROBE = ("import json, numpy, threadpoolctl; print(json.dumps([i.get('architecture') "
          "for i in threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas']))")
 
@@ -61,9 +65,9 @@ def another_kernel():
 def test_the_fast_paths_keep_their_promises_under_another_blas_kernel():
     current, name, env = another_kernel()
     assert _kernel(env) == name, f"OPENBLAS_CORETYPE={name} was not taken"
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "tests/test_fast.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PROMISES],
+                         cwd=ROOT, env=env, capture_output=True, text=True)
     tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-25:])
-    assert run.returncode == 0, f"tests/test_fast.py fails with OpenBLAS's {name} kernel " \
+    assert run.returncode == 0, f"the fast paths' promises fail with OpenBLAS's {name} kernel " \
                                 f"(this CPU's own is {current}):\n{tail}"
     assert " passed" in tail and "failed" not in tail

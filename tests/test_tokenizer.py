@@ -33,10 +33,9 @@ def hf_python():
     return cls(str(bert_vocab_path()), do_lower_case=True)
 
 
-# The vocabulary of google-research/bert's tokenization_test.py, plus [PAD] and [MASK]
-# (which this tokenizer requires).
-GOOGLE_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ",",
-                "[PAD]", "[MASK]"]
+# The vocabulary of google-research/bert's tokenization_test.py, as it is: tokenizing needs
+# only [UNK] ([PAD] and [MASK] are required where a batch is padded or masked).
+GOOGLE_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
 
 
 @pytest.fixture
@@ -243,10 +242,15 @@ def test_missing_vocab_file(tmp_path):
 def test_vocab_without_special_tokens(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("[PAD]\n[UNK]\nhello\n##s\n", encoding="utf-8")
+    tok = WordPieceTokenizer.from_vocab_file(path)          # enough to tokenize
+    assert tok.tokenize("hellos [MASK]") == ["hello", "##s", "[UNK]", "[UNK]", "[UNK]"]
     with pytest.raises(ValueError) as e:
-        WordPieceTokenizer.from_vocab_file(path)
+        tok.encode("hello")                                  # [CLS] hello [SEP]
     msg = str(e.value)
-    assert str(path) in msg and "[CLS] [SEP] [MASK]" in msg and "train_wordpiece" in msg
+    assert str(path) in msg and "no [CLS] token" in msg and "train_wordpiece" in msg
+    path.write_text("[PAD]\nhello\n##s\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vocab.txt: no \[UNK\] token in the vocabulary, which tokenizing"):
+        WordPieceTokenizer.from_vocab_file(path)
 
 
 def test_vocab_with_bad_bytes_and_duplicates(tmp_path):

@@ -130,7 +130,7 @@ def test_unwritable_out(corpus_file, tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     code, err = _run_cli(["pretrain", "--corpus", str(corpus_file), "--out", str(blocker / "run")], capsys)
-    assert code == 2 and "not writable" in err and len(err.splitlines()) == 1
+    assert code == 2 and f"{blocker} is a file, not a folder" in err and len(err.splitlines()) == 1
 
 
 def test_resume_refuses_another_run_and_damaged_checkpoints(corpus_file, tmp_path, capsys):
