@@ -161,8 +161,8 @@ def main(argv=None) -> int:
     dm.add_argument("--steps", type=int, default=None, help="override the demo's number of steps")
 
     ns = parser.parse_args(argv)
-    accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     try:
+        accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
         with _terminate_as_interrupt():
             return _dispatch(ns)
     except KeyboardInterrupt as exc:

@@ -410,17 +410,17 @@ print(json.dumps(dict(code=code, names=names, again=again, metrics=metrics)))
 def test_a_resume_with_another_thread_count_continues_the_same_bits(corpus_file, tmp_path):
     # the README's promise: on one machine, with any number of threads, a resumed run logs the
     # same numbers and ends with the same weights as an uninterrupted one
-    from minibert import fast
-    was = fast.num_threads()
+    from minibert import accel
+    was = accel.num_threads()
     try:
-        fast.set_num_threads(1)
+        accel.set_num_threads(1)
         whole = pretrain(small_args(corpus_file, tmp_path / "whole", batch_size=8, seq_len=48), log=quiet)
         pretrain(small_args(corpus_file, tmp_path / "cut", batch_size=8, seq_len=48, stop_at=7), log=quiet)
-        fast.set_num_threads(3)
+        accel.set_num_threads(3)
         cut = pretrain(small_args(corpus_file, tmp_path / "cut", batch_size=8, seq_len=48, resume=True),
                        log=quiet)
     finally:
-        fast.set_num_threads(was)
+        accel.set_num_threads(was)
     assert records(tmp_path / "cut") == records(tmp_path / "whole")
     (a1, _), (a2, _) = (load_checkpoint(list_checkpoints(tmp_path / run)[-1]) for run in ("whole", "cut"))
     assert {"params", "adam_m", "adam_v"} <= set(a1) and set(a1) == set(a2)
@@ -464,3 +464,15 @@ def test_a_resume_after_the_corpus_or_vocab_changed_says_which(corpus_file, tmp_
     changed.write_text(corpus_file.read_text())
     code, err = run_cli(as_command(dataclasses.replace(b, stop_at=None), "--resume"), capsys)
     assert code == 2 and "corpus text differs from the one this run started on" in err, err
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_a_bad_thread_count_in_the_environment_is_one_line(value, tmp_path):
+    # it was a traceback at import ("abc") or silently one thread ("0")
+    env = dict(os.environ, MINIBERT_NUM_THREADS=value)
+    run = subprocess.run([sys.executable, "-m", "minibert", "fill-mask", str(tmp_path), "the [MASK] ."],
+                         env=env, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"minibert fill-mask: error: MINIBERT_NUM_THREADS must be a positive integer (the threads of the CPU "
+        f"kernels), got {value!r}; unset it to use every CPU this process may use"]

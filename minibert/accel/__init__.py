@@ -37,6 +37,7 @@ def enable() -> bool:
     global _enabled
     if os.environ.get("MINIBERT_FAST", "1") == "0":
         return _enabled
+    num_threads()         # a bad MINIBERT_NUM_THREADS is one clear error here, before any work
     _enabled = True
     keep_freed_memory()   # each step reuses the memory the last one freed
     return True

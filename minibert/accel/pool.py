@@ -27,23 +27,30 @@ ERF_BLOCK = 1 << 16
 
 def _default_threads():
     env = os.environ.get("MINIBERT_NUM_THREADS")
-    if env:
-        return max(1, int(env))
+    if env is not None and env.strip():
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"MINIBERT_NUM_THREADS must be a positive integer (the threads of the CPU "
+                             f"kernels), got {env!r}; unset it to use every CPU this process may use")
+        return n
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
 
 
-_threads = _default_threads()
+_threads = None          # read from the environment at first use: a bad value is an error there, not at import
 _pool = None
 
 
 def set_num_threads(n: int) -> None:
     """Threads used for elementwise work (1 = run every block in the calling thread)."""
     global _threads, _pool
-    if n < 1:
-        raise ValueError(f"need at least one thread, got {n}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"set_num_threads needs a positive integer, got {n!r}")
     if _pool is not None:
         _pool.shutdown()
         _pool = None
@@ -51,6 +58,9 @@ def set_num_threads(n: int) -> None:
 
 
 def num_threads() -> int:
+    global _threads
+    if _threads is None:
+        _threads = _default_threads()
     return _threads
 
 
@@ -63,7 +73,7 @@ def in_parallel(fn, cuts):
     """Run ``fn(cuts[i], cuts[i + 1])`` for every i, one call per thread; the caller takes the first."""
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_threads - 1, thread_name_prefix="minibert")
+        _pool = ThreadPoolExecutor(max_workers=num_threads() - 1, thread_name_prefix="minibert")
     # NumPy's error state (np.errstate) belongs to the calling thread: hand it on to the workers
     err = np.geterr()
 
@@ -86,7 +96,7 @@ def for_rows(fn, n_rows, row_len, block=None):
     step = max(1, (block or BLOCK) // max(row_len, 1))
     blocks = [(r, min(r + step, n_rows)) for r in range(0, n_rows, step)]
     results = [None] * len(blocks)
-    n = min(_threads, len(blocks))
+    n = min(num_threads(), len(blocks))
     if n <= 1:
         _run_blocks(fn, blocks, results, 0)
         return results
