@@ -194,7 +194,7 @@ def test_mixed_training_run_tracks_float32_and_resumes_bit_identically(corpus_fi
 
 
 def test_overflowing_steps_are_skipped_and_the_scale_comes_down(corpus_file, tmp_path, monkeypatch):
-    import minibert.train as T
+    import minibert.train.loop as T   # where pretrain looks these names up
     monkeypatch.setattr(T, "LossScaler", functools.partial(LossScaler, init_scale=2.0 ** 40))
     seen = []
     real_step = AdamW.step
@@ -209,7 +209,7 @@ def test_overflowing_steps_are_skipped_and_the_scale_comes_down(corpus_file, tmp
 
 
 def test_a_run_whose_gradients_overflow_at_any_scale_stops_with_a_clear_error(corpus_file, tmp_path, monkeypatch):
-    import minibert.train as T
+    import minibert.train.loop as T   # where pretrain looks these names up
     monkeypatch.setattr(T, "LossScaler", functools.partial(LossScaler, init_scale=4.0))
     monkeypatch.setattr(T, "clip_grad_norm", lambda store, max_norm: float("inf"))
     with pytest.raises(TrainingError, match="overflow float16 even at loss scale 1"):

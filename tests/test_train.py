@@ -436,7 +436,7 @@ def test_a_truncated_mask_is_named(tmp_path):
 
 @pytest.mark.parametrize("message", ["Unable to allocate 1.32 GiB", ""])
 def test_out_of_memory_is_one_line(corpus_file, tmp_path, capsys, monkeypatch, message):
-    import minibert.train as train_module
+    import minibert.train.loop as train_module   # where pretrain looks up BertForPreTraining
 
     def no_memory(*a, **k):
         raise MemoryError(message) if message else MemoryError()

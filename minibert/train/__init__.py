@@ -1,0 +1,44 @@
+"""Pre-training BERT with masked language modelling and next sentence prediction.
+
+``pretrain(TrainArgs(...))`` is the whole job, used by ``minibert pretrain``,
+``make demo`` and the pre-training notebook alike:
+
+1. set-up: check every argument, load the corpus, load or train the
+   WordPiece vocabulary, split off held-out documents, cut NSP instances;
+2. the model and AdamW (or both restored from the last checkpoint);
+3. the loop: for each step, a freshly masked batch (or several, with
+   gradient accumulation), forward, backward, clip, AdamW with the
+   warmup-then-decay learning rate; log, evaluate on held-out data, save;
+4. the end: a last checkpoint, the model in Hugging Face's format with its
+   ``vocab.txt``, ``metrics.jsonl`` and a loss-curve picture.
+
+Reproducible: one seed fixes the initial weights, the instances, the batch
+order, every mask and every dropout mask (re-seeded from (seed, step) at each
+step), so a run resumed from a checkpoint continues exactly as if it had
+never stopped.
+
+The package, by job: ``args`` (the settings and their checks), ``data`` (the
+corpus, the vocabulary, the stream of masked batches), ``loop`` (``pretrain``
+and ``train_step``), ``metrics`` (what is measured, ``metrics.jsonl``),
+``checkpoints`` (saving and restoring a run), ``run_folder`` (the run's
+folder: lock, fresh start, history, export), ``signals``, ``plot`` and
+``errors``.  ``fill_mask`` lives in ``minibert.inference``.
+"""
+from ..inference import fill_mask
+from .args import RunResult, TrainArgs, check_args, load_model_config
+from .checkpoints import check_complete, restore_run, run_identity, save_run
+from .data import BatchStream, Prefetch, load_run_corpus, prepare_data, split_documents
+from .errors import TrainingError
+from .loop import pretrain, train_step
+from .metrics import MetricsLog, batch_stats, evaluate, unigram_baseline, unknown_share
+from .plot import plot_history
+from .run_folder import (METRICS_NAME, OUTPUT_NAMES, PLOT_NAME, RUN_NAME, VOCAB_NAME, check_writable,
+                         export_model, lock_run_folder, start_fresh)
+from .signals import StopSignal
+
+__all__ = ["BatchStream", "METRICS_NAME", "MetricsLog", "OUTPUT_NAMES", "PLOT_NAME", "Prefetch", "RUN_NAME",
+           "RunResult", "StopSignal", "TrainArgs", "TrainingError", "VOCAB_NAME", "batch_stats",
+           "check_args", "check_complete", "check_writable", "evaluate", "export_model", "fill_mask",
+           "load_model_config", "load_run_corpus", "lock_run_folder", "plot_history", "prepare_data",
+           "pretrain", "restore_run", "run_identity", "save_run", "split_documents", "start_fresh",
+           "train_step", "unigram_baseline", "unknown_share"]

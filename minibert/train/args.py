@@ -1,0 +1,133 @@
+"""A run's settings (``TrainArgs``), all checked before any work, and what a run returns."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..backend import get_xp, resolve_dtype
+from ..config import PRESETS, BertConfig
+from ..wordpiece_trainer import check_vocab_size_option
+from .run_folder import check_writable
+
+
+@dataclass
+class TrainArgs:
+    """Every setting of a pre-training run (the command line's flags, one to one)."""
+    corpus: str = "builtin"            # "builtin", "wikitext-2", or a path (one sentence per line)
+    corpus_format: str = "bert"        # for a path: "bert" or "plain"
+    data_dir: str | None = None        # a local WikiText-2 folder
+    vocab: str | None = None           # a vocab.txt; None: train one on the corpus
+    vocab_size: int = 4000             # size of the trained vocabulary
+    config: str = "tiny"               # a preset name or a config.json
+    steps: int = 1000
+    batch_size: int = 32
+    seq_len: int = 128
+    lr: float = 1e-3
+    warmup: int | None = None          # None: 10% of the steps
+    accum: int = 1                     # micro-batches per optimiser step
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0         # 0: no clipping
+    bias_correction: bool = True       # False: google-research/bert's AdamW
+    dropout: float | None = None       # None: the config's (0.1 for the presets)
+    device: str = "cpu"
+    dtype: str = "float32"
+    mixed_precision: bool = False      # float16 products, float32 master weights, dynamic loss scaling
+    seed: int = 0
+    out: str = "runs/minibert"
+    resume: bool = False
+    eval_every: int = 100
+    save_every: int = 100
+    keep: int = 3                      # checkpoints kept
+    log_every: int = 10
+    stop_at: int | None = None         # save and stop at this step (the schedule still runs to `steps`)
+    heldout_fraction: float = 0.05
+    eval_instances: int = 256
+    dupe_factor: int = 2
+    max_predictions: int | None = None # None: ceil(0.15 * seq_len)
+    cache_dir: str | None = None
+    progress: bool = True
+    plot: bool = True
+
+    @property
+    def warmup_steps(self) -> int:
+        return int(0.1 * self.steps) if self.warmup is None else self.warmup
+
+
+@dataclass
+class RunResult:
+    out: Path
+    step: int
+    history: list = field(default_factory=list)   # every record written to metrics.jsonl
+    final_eval: dict | None = None
+    model: object = None
+    tokenizer: object = None
+    stopped_by: str | None = None                  # "SIGINT", "SIGTERM", "stop_at" or None
+
+
+def check_args(a: TrainArgs) -> BertConfig:
+    """Every argument checked before any work; returns the model config (vocab size to be set)."""
+    positive = dict(steps=a.steps, batch_size=a.batch_size, accum=a.accum, eval_every=a.eval_every,
+                    save_every=a.save_every, keep=a.keep, log_every=a.log_every, vocab_size=a.vocab_size,
+                    eval_instances=a.eval_instances, dupe_factor=a.dupe_factor)
+    for name, value in positive.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    if isinstance(a.seed, bool) or not isinstance(a.seed, int) or a.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {a.seed!r}")
+    if a.eval_instances < 2:
+        raise ValueError(f"--eval-instances must be at least 2 (one IsNext and one NotNext pair), "
+                         f"got {a.eval_instances}")
+    if not str(a.out).strip():
+        raise ValueError("--out must name a folder for the run, got an empty string")
+    if not a.lr > 0 or not math.isfinite(a.lr):
+        raise ValueError(f"--lr must be a positive number, got {a.lr!r}")
+    if not 0 <= a.warmup_steps <= a.steps:
+        raise ValueError(f"--warmup must be between 0 and --steps ({a.steps}), got {a.warmup_steps}")
+    if a.stop_at is not None and not 0 < a.stop_at <= a.steps:
+        raise ValueError(f"--stop-at must be between 1 and --steps ({a.steps}), got {a.stop_at}")
+    if not 0 < a.heldout_fraction < 1:
+        raise ValueError(f"--heldout-fraction must be in (0, 1), got {a.heldout_fraction}")
+    if not (0 <= a.max_grad_norm < math.inf):
+        raise ValueError(f"--max-grad-norm must be >= 0 (0: no clipping), got {a.max_grad_norm!r}")
+    if not (0 <= a.weight_decay < math.inf):
+        raise ValueError(f"--weight-decay must be >= 0, got {a.weight_decay!r}")
+    if a.dropout is not None and not 0 <= a.dropout < 1:
+        raise ValueError(f"--dropout must be in [0, 1), got {a.dropout}")
+    config = load_model_config(a.config)
+    if a.dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = a.dropout
+    if config.type_vocab_size < 2:
+        raise ValueError(f"the model config has type_vocab_size={config.type_vocab_size}; pre-training "
+                         f"needs 2 (segment A and segment B of each NSP pair)")
+    # [CLS] A [SEP] B [SEP] needs 3 special tokens and at least one token on each side
+    if not 5 <= a.seq_len <= config.max_position_embeddings:
+        raise ValueError(f"--seq-len must be between 5 ([CLS] A [SEP] B [SEP]) and the config's "
+                         f"max_position_embeddings={config.max_position_embeddings}, got {a.seq_len}")
+    get_xp(a.device)  # a clear error now if CuPy or the GPU is missing
+    resolve_dtype(a.dtype)
+    if a.mixed_precision and resolve_dtype(a.dtype) != np.float32:
+        raise ValueError(f"--mixed-precision keeps float32 master weights: it needs --dtype float32, "
+                         f"got {a.dtype}")
+    if a.data_dir is not None and str(a.corpus) not in ("wikitext-2", "wikitext2"):
+        raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
+                         f"--corpus {a.corpus} (give the file itself as --corpus)")
+    if a.vocab is not None and not Path(a.vocab).is_file():
+        raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
+    if a.vocab is None:
+        check_vocab_size_option(a.vocab_size)
+    check_writable(Path(a.out))
+    return config
+
+
+def load_model_config(spec: str) -> BertConfig:
+    """A preset name (tiny, mini, ...) or the path of a config.json."""
+    if spec in PRESETS:
+        return BertConfig.from_preset(spec)
+    if spec.endswith(".json") or Path(spec).is_file():
+        return BertConfig.from_json_file(spec)
+    raise ValueError(f"--config {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
+
+

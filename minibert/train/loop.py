@@ -1,0 +1,225 @@
+"""The pre-training loop: ``pretrain`` sets the run up, ``train_step`` is one optimiser step."""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import accel
+from ..checkpoint import latest_checkpoint
+from ..config import BertConfig
+from ..model import BertForPreTraining
+from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
+from .args import RunResult, TrainArgs, check_args
+from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
+from .data import Prefetch, prepare_data
+from .errors import DISK_FULL, TrainingError, writes
+from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, unigram_baseline,
+                      unknown_share)
+from .plot import plot_history
+from .run_folder import (METRICS_NAME, PLOT_NAME, VOCAB_NAME, export_model, lock_run_folder,
+                         start_fresh)
+from .signals import StopSignal
+
+
+def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
+    """Run (or resume) a pre-training job; see the package docstring.
+
+    log: where the set-up and end messages go (``print`` by default).
+    on_record: called with each record as it is written to metrics.jsonl
+        (a dict with "kind" = "train" or "eval", "step" and the metrics),
+        e.g. to draw a live plot in a notebook.
+    """
+    config = check_args(a)
+    out = Path(a.out)
+    lock = lock_run_folder(out)   # before anything in the folder is read: a run starting beside us hears of us
+    try:
+        checkpoint = checkpoint_to_resume(a, out)
+        if not a.resume:
+            if latest_checkpoint(out) is not None:
+                raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
+                                 f"it, or choose another --out")
+            start_fresh(out, a)
+        return _run(a, config, out, checkpoint, log, on_record)
+    except OSError as exc:        # the loop's own writes say more: this is the set-up's
+        if exc.errno not in DISK_FULL:
+            raise
+        raise TrainingError(f"could not write {exc.filename or out}: the disk is full ({exc.strerror}); no "
+                            f"step was trained in this start: free some space, then run the same command "
+                            f"again") from None
+    finally:
+        lock.close()
+
+
+@dataclass
+class Run:
+    """What the loop works on: set up once by ``_set_up``, then moved on by each step."""
+    a: TrainArgs
+    out: Path
+    model: BertForPreTraining
+    opt: AdamW
+    scaler: LossScaler | None      # mixed precision only
+    stream: object                 # the BatchStream; in the loop, its Prefetch
+    eval_batches: list
+    tokenizer: object
+    identity: dict                 # what a checkpoint must match to be resumed by this run
+    baseline: float                # the unigram baseline of the held-out MLM loss
+    step: int                      # steps done
+    last_ckpt: object              # the last checkpoint saved or resumed from; None before the first
+    window: dict | None            # the restored sums since the last train record
+    metrics: MetricsLog | None = None
+
+    def record_eval(self) -> None:
+        self.metrics.record(dict(kind="eval", step=self.step, **evaluate(self.model, self.eval_batches),
+                                 unigram_baseline=self.baseline))
+
+
+def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record) -> RunResult:
+    """``pretrain`` once the folder is checked and locked: set-up, the loop, the end."""
+    accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
+    run = _set_up(a, config, out, checkpoint, log)
+    run.metrics = open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record)
+    stopped_by, end = None, a.stop_at if a.stop_at is not None else a.steps
+    with contextlib.ExitStack() as closing:
+        closing.callback(run.metrics.close)
+        if run.step == 0:
+            with writes(run.step, run.last_ckpt):
+                run.record_eval()
+        run.stream = Prefetch(run.stream)   # after the restore: it starts from the restored position
+        closing.callback(run.stream.close)
+        from tqdm.auto import tqdm
+        bar = tqdm(total=a.steps, initial=run.step, disable=not a.progress, unit="step", dynamic_ncols=True)
+        closing.callback(bar.close)
+        run.metrics.start(run.stream, run.window)
+        # a diverging run overflows: the finiteness check reports it
+        # in one line instead of a wall of NumPy warnings
+        with StopSignal() as stop, np.errstate(over="ignore", invalid="ignore"):
+            while run.step < end:
+                lr = a.lr * linear_warmup_decay(run.step, a.steps, a.warmup_steps)
+                train_step(run, lr)
+                # log, evaluate, save; a write that fails says which steps are lost
+                with writes(run.step, run.last_ckpt):
+                    _log_evaluate_save(run, lr, bar, save=bool(stop.received) or run.step == end)
+                if stop.received:
+                    stopped_by = stop.received
+                    log(f"\n{stopped_by} received: saved {run.last_ckpt} at step {run.step}; "
+                        f"continue with --resume")
+                    break
+            else:
+                if a.stop_at is not None and run.step < a.steps:
+                    stopped_by = "stop_at"
+                    log(f"stopped at step {run.step} (--stop-at): saved {run.last_ckpt}; continue with --resume")
+    return _finish(run, config, stopped_by, log)
+
+
+def train_step(run: Run, lr: float) -> None:
+    """Step ``run.step + 1``: batch, forward and loss, backward, clip, AdamW, and the step's sums logged.
+
+    With ``--accum`` n, n micro-batches add up their gradients before the one AdamW step.
+    """
+    a, model, scaler = run.a, run.model, run.scaler
+    model.seed_dropout((a.seed, run.step))        # dropout masks depend on (seed, step) only
+    loss_scale = scaler.scale if scaler is not None else 1.0
+    sums = {}
+    for micro in range(a.accum):
+        batch = run.stream.next_batch()
+        out = model.forward(**batch, train=True)   # the logits and both losses
+        model.backward(accumulate=micro > 0, loss_scale=loss_scale)
+        sums = add(sums, batch_stats(out, batch))
+    if a.accum > 1 or loss_scale != 1.0:
+        # the mean over micro-batches, and the loss scale taken out again
+        model.params.grad *= 1.0 / (a.accum * loss_scale)
+    grad_norm = clip_grad_norm(model.params, a.max_grad_norm or None)
+    overflow = not math.isfinite(grad_norm)
+    _stop_if_diverged(run, summarize(sums)["loss"], grad_norm, overflow)
+    if scaler is None or scaler.update(not overflow):
+        run.opt.step(lr)
+    elif scaler.scale < 1.0:
+        # the float16 gradients overflow even unscaled: not an accident of the scale
+        raise TrainingError(f"step {run.step + 1}: the gradients overflow float16 even at loss scale "
+                            f"{loss_scale:g}; stopped without saving. Last good checkpoint: "
+                            f"{run.last_ckpt or 'none'}. Try a lower --lr, or train without "
+                            f"--mixed-precision.")
+    run.step += 1
+    run.metrics.add_step(sums, grad_norm, overflow)
+
+
+def _stop_if_diverged(run: Run, loss: float, grad_norm: float, overflow: bool) -> None:
+    """A NaN or infinite loss (or, without loss scaling, gradient) ends the run."""
+    if not math.isfinite(loss) or (overflow and run.scaler is None):
+        raise TrainingError(f"step {run.step + 1}: the loss is {loss} (gradient norm "
+                            f"{grad_norm}); stopped without saving. Last good checkpoint: "
+                            f"{run.last_ckpt or 'none'}. Try a lower --lr.")
+
+
+def _log_evaluate_save(run: Run, lr: float, bar, save: bool) -> None:
+    """After a step: the train record on log steps, the held-out evaluation, the checkpoint."""
+    a, step = run.a, run.step
+    # log steps only, never at a stop: the window goes into the checkpoint instead
+    if step % a.log_every == 0 or step == a.steps:
+        entry = run.metrics.train_record(step, lr, run.stream, run.scaler)
+        bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
+                        nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
+    bar.update(1)
+    if step % a.eval_every == 0 or step == a.steps:
+        run.record_eval()
+    if save or step % a.save_every == 0:
+        try:
+            run.last_ckpt = save_run(run.out, step, run.model, run.opt, run.stream, run.identity, a.keep,
+                                     run.scaler, run.metrics.window_state(run.stream))
+        except TrainingError as exc:
+            raise TrainingError(f"{exc}. Last good checkpoint: {run.last_ckpt or 'none'}. "
+                                f"Try a lower --lr.") from None
+
+
+def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log) -> Run:
+    """The data, the model, AdamW (restored from ``checkpoint`` if there is one), and what is known of them."""
+    corpus, tokenizer, stream, eval_batches = prepare_data(a, out, log)
+    config.vocab_size = tokenizer.vocab_size
+    config.pad_token_id = tokenizer.pad_id
+    model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
+                               mixed_precision=a.mixed_precision)
+    opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
+    scaler = LossScaler() if a.mixed_precision else None
+    identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
+    step, window = restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else (0, None)
+
+    baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
+    log(f"corpus: {corpus}")
+    log(f"model: {a.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
+        f"{stream.per_epoch} batches of {a.batch_size} per epoch")
+    log(f"baselines: MLM loss {baseline:.3f} (the training corpus's unigram frequencies), NSP accuracy 50%")
+    unk = unknown_share(eval_batches, tokenizer)
+    if unk > 0.05:
+        source = f"--vocab {a.vocab} does not fit this corpus" if a.vocab else \
+            f"--vocab-size {a.vocab_size} is too small for this corpus"
+        log(f"warning: {unk:.0%} of the held-out tokens are [UNK]: {source}; the model learns little "
+            f"from text it cannot see")
+    if checkpoint:
+        log(f"resumed from {checkpoint} at step {step}")
+        if window is None and step % a.log_every and step < a.steps:
+            after = min(step - step % a.log_every + a.log_every, a.steps)
+            log(f"note: {checkpoint} holds no sums of the steps since the last train record (older "
+                f"checkpoints do not): the record of step {after} averages steps {step + 1} to {after} only")
+    return Run(a, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
+               checkpoint, window)
+
+
+def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
+    """The end of a start: the model exported (once all steps are done), the loss curves drawn."""
+    a, out, step, history = run.a, run.out, run.step, run.metrics.history
+    final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
+    result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=run.model,
+                       tokenizer=run.tokenizer, stopped_by=stopped_by)
+    if step == a.steps:
+        with writes(step, run.last_ckpt, what=out / "model"):
+            export_dir = export_model(run.model, run.tokenizer, out)
+        log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
+    if a.plot:
+        with writes(step, run.last_ckpt, what=out / PLOT_NAME):
+            plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size)
+        log(f"loss curves: {out / PLOT_NAME}")
+    return result

@@ -1,0 +1,164 @@
+"""What a run measures: batch sums, held-out evaluation, baselines, and ``metrics.jsonl``."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import writes
+from .run_folder import read_history, write_history
+
+
+def unknown_share(batches, tokenizer) -> float:
+    """The share of [UNK] among the real tokens of some batches (an unfit vocabulary shows here)."""
+    ids = np.concatenate([b["input_ids"][b["attention_mask"] == 1] for b in batches])
+    return float((ids == tokenizer.unk_id).mean()) if ids.size else 0.0
+
+
+def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
+    """The held-out MLM loss of the best context-free guess, in nats per masked token.
+
+    Masked positions are a uniform sample of the ordinary tokens, so a model
+    that ignores the context can do no better than predicting the training
+    corpus's token frequencies.  This is the cross-entropy of the held-out
+    masked targets under those frequencies (add-one smoothed, so an unseen
+    token costs a finite amount).  A model whose held-out MLM loss is not
+    clearly below it has learned nothing from the context.  (The plain
+    entropy of the few thousand held-out targets would be no baseline: with
+    a vocabulary of thousands, that estimate is biased far too low.)
+    """
+    counts = np.zeros(tokenizer.vocab_size)
+    ids = tokenizer.token_to_id
+    for inst in train_dataset.instances:
+        for t in inst.tokens:
+            counts[ids.get(t, tokenizer.unk_id)] += 1
+    counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]] = 0  # never predicted
+    p = (counts + 1) / (counts.sum() + counts.size)
+    labels = np.concatenate([b["mlm_labels"].ravel() for b in eval_batches])
+    return float(-np.log(p[labels[labels != -100]]).mean())
+
+
+def batch_stats(out, batch) -> dict:
+    """Sums over one batch: losses weighted by their counts, correct predictions, counts."""
+    labels, nsp = out.mlm_targets, out.nsp_targets   # already on the model's device
+    n_mlm, n_nsp = int(labels.size), int(nsp.size)
+    return dict(
+        mlm_loss=float(out.mlm_loss) * n_mlm, nsp_loss=float(out.nsp_loss) * n_nsp,
+        mlm_correct=int((out.mlm_logits.argmax(-1) == labels).sum()),
+        nsp_correct=int((out.nsp_logits.argmax(-1) == nsp).sum()),
+        n_mlm=n_mlm, n_nsp=n_nsp, tokens=int(batch["attention_mask"].sum()))
+
+
+def summarize(sums: dict) -> dict:
+    mlm, nsp = max(sums["n_mlm"], 1), max(sums["n_nsp"], 1)
+    return dict(mlm_loss=sums["mlm_loss"] / mlm, nsp_loss=sums["nsp_loss"] / nsp,
+                loss=sums["mlm_loss"] / mlm + sums["nsp_loss"] / nsp,
+                mlm_acc=sums["mlm_correct"] / mlm, nsp_acc=sums["nsp_correct"] / nsp)
+
+
+def add(total: dict, part: dict) -> dict:
+    return {k: total.get(k, 0) + v for k, v in part.items()}
+
+
+def evaluate(model, eval_batches) -> dict:
+    """Held-out MLM loss and accuracy, NSP loss and accuracy (dropout off).
+
+    ``nsp_majority`` is the accuracy of always answering the more common NSP
+    label of these batches: the bar NSP accuracy must clear, besides 50%.
+    """
+    sums = {}
+    for batch in eval_batches:
+        out = model.forward(**batch, train=False)
+        sums = add(sums, batch_stats(out, batch))
+    model.release()  # an evaluation is never back-propagated
+    not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
+    return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next),
+                n_pairs=sums["n_nsp"], n_masked=sums["n_mlm"])
+
+
+class LineFile:
+    """Appends whole lines to a file: a line the disk cannot take in full is taken out again."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+
+    def append(self, line: str) -> None:
+        data = (line + "\n").encode()
+        size = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError as exc:
+            with contextlib.suppress(OSError):   # should this fail too, a reader drops a torn last line
+                os.ftruncate(self._fd, size)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class MetricsLog:
+    """``metrics.jsonl``, the run's history, and the sums behind the next train record.
+
+    A train record averages the steps since the one before it.  Those sums
+    (the *window*) go into every checkpoint with the time they took, so a
+    run stopped between two log steps and resumed writes the same records
+    as a run that never stopped.
+    """
+
+    def __init__(self, path: Path, history: list, on_record=None):
+        self.history, self.on_record = history, on_record
+        self.window, self._t0 = {}, time.perf_counter()
+        self._file = LineFile(path)
+
+    def record(self, entry: dict) -> None:
+        self._file.append(json.dumps(entry))
+        self.history.append(entry)
+        if self.on_record is not None:
+            self.on_record(entry)
+
+    def add_step(self, sums: dict, grad_norm: float, overflow: bool) -> None:
+        # a skipped step's norm is inf: it stays out of the mean
+        self.window = add(self.window, dict(sums, grad_norm=0.0 if overflow else grad_norm,
+                                            skipped=int(overflow), steps=1))
+
+    def train_record(self, step: int, lr: float, stream, scaler=None) -> dict:
+        """Write the record of the steps since the last one, and start the window again."""
+        w, elapsed = self.window, max(time.perf_counter() - self._t0, 1e-9)
+        taken = w["steps"] - w["skipped"]
+        entry = dict(kind="train", step=step, **summarize(w), lr=lr, grad_norm=w["grad_norm"] / max(taken, 1),
+                     tokens_per_s=w["tokens"] / elapsed, data_wait=stream.wait_s / elapsed)
+        if scaler is not None:
+            entry.update(loss_scale=scaler.scale, skipped_steps=w["skipped"])
+        self.record(entry)
+        self.window, self._t0, stream.wait_s = {}, time.perf_counter(), 0.0
+        return entry
+
+    def window_state(self, stream) -> dict:
+        """The window, for a checkpoint: the sums since the last train record, and the time they took."""
+        return dict(sums=self.window, seconds=time.perf_counter() - self._t0, data_wait_s=stream.wait_s)
+
+    def start(self, stream, window=None) -> None:
+        """Start the clock at the first step, from a checkpoint's ``window_state()`` if there is one."""
+        window = window or dict(sums={}, seconds=0.0, data_wait_s=0.0)
+        self.window = dict(window["sums"])
+        self._t0 = time.perf_counter() - window["seconds"]
+        stream.wait_s = window["data_wait_s"]
+
+    def close(self) -> None:
+        self._file.close()
+
+
+
+def open_metrics(path: Path, step: int, checkpoint, log, on_record) -> MetricsLog:
+    """metrics.jsonl rewound to ``step`` (a new run starts a new file), open for the records to come."""
+    history = read_history(path, upto=step, log=log) if step else []
+    with writes(step, checkpoint, what=path):
+        write_history(path, history)
+        return MetricsLog(path, history, on_record)
+
