@@ -31,7 +31,8 @@ import sysconfig
 import warnings
 from pathlib import Path
 
-from .corpus import Corpus, split_sentences
+from .documents import Corpus, split_sentences
+from .paths import default_cache_dir
 
 __all__ = ["builtin_corpus", "default_cache_dir", "prose_sentences"]
 
@@ -46,15 +47,6 @@ _CODE_LINE = re.compile(r"^\s*(>>>|\.\.\.|def |class |return\b|import |from \S+ 
 _WORD = re.compile(r"""^["'(\[]*[A-Za-z][A-Za-z'\-]*[.,;:!?"')\]]*$""")
 _BULLET = re.compile(r"^\s*([*\-\u2022]|\d+\.)\s+")
 _memory: dict[str, Corpus] = {}
-
-
-def default_cache_dir() -> Path:
-    """``$MINIBERT_CACHE``, or ``<user cache dir>/minibert``."""
-    env = os.environ.get("MINIBERT_CACHE")
-    if env:
-        return Path(env)
-    from .wikitext import user_cache_dir
-    return user_cache_dir() / "minibert"
 
 
 def _is_prose(lines: list[str]) -> bool:

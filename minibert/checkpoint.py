@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import numbers
 import os
 import re
 import secrets
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .backend import to_numpy
+from .checks import is_int
 
 _NAME = re.compile(r"^checkpoint-(\d{8,})\.npz$")   # 8 digits, more from step 100,000,000 on
 
@@ -69,7 +69,7 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
     arrays: {name: NumPy or CuPy array} (copied to the host);
     meta: JSON-serialisable state (step, settings, RNG states, data position).
     """
-    if isinstance(step, (bool, np.bool_)) or not isinstance(step, numbers.Integral) or step < 0:
+    if not is_int(step) or step < 0:
         raise ValueError(f"a checkpoint's step must be an integer >= 0, got {step!r}")
     step = int(step)
     directory = Path(directory)

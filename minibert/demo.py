@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from . import accel
+from .checks import is_int
 from .train import (METRICS_NAME, OUTPUT_NAMES, RUN_NAME, TrainArgs, check_args, fill_mask,
                     lock_run_folder, pretrain)
 
@@ -38,7 +39,7 @@ MARKER = ".minibert-demo"   # written into the demo's folder: the only folder it
 def run_demo(out="runs/demo", steps=None) -> int:
     accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     start = time.perf_counter()
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+    if steps is not None and (not is_int(steps) or steps < 1):
         raise ValueError(f"--steps must be a positive integer, got {steps!r}")
     settings = dict(DEMO)
     if steps is not None:  # a shorter (or longer) demo keeps the warmup at a tenth of the run at most

@@ -14,11 +14,7 @@ import numpy as np
 
 from . import accel, ops
 from .accel.registry import KERNELS
-
-
-def adamw_reference(*args):
-    from .optim import adamw_update    # (optim imports this module)
-    return adamw_update(*args)
+from .ops.adamw import adamw_update as adamw_reference
 
 
 def uniform_reference(gen, shape, dtype=np.float32):
@@ -49,8 +45,7 @@ def _dispatched(name):
     def op(*args, **kwargs):
         return choose(name, *args, **kwargs)(*args, **kwargs)
     op.__name__ = op.__qualname__ = name
-    ref = getattr(ops, name, None)
-    op.__doc__ = ((ref.__doc__ or "") if ref else f"``{name}``.") + \
+    op.__doc__ = (reference(name).__doc__ or f"``{name}``.") + \
         "\n\n    (Dispatched: an accelerated kernel where one is enabled and applies, else the reference.)"
     return op
 

@@ -9,6 +9,7 @@ a 2-way linear layer on the pooled [CLS] vector.  Shapes: B, T, H, V
 from __future__ import annotations
 
 from . import dispatch as D
+from .constants import IGNORE_INDEX
 from .encoder import gelu_kind
 from .ops.common import get_array_module
 from .params import ParamSpec
@@ -35,7 +36,7 @@ def heads_forward(h, pooled, W, P, config, mlm_labels, caches):
     """
     B, T, H = h.shape
     if mlm_labels is not None:
-        positions = get_array_module(h).flatnonzero(mlm_labels.reshape(-1) != -100)
+        positions = get_array_module(h).flatnonzero(mlm_labels.reshape(-1) != IGNORE_INDEX)
         hm = h.reshape(B * T, H)[positions]                                 # (N, H)
     else:
         positions, hm = None, h

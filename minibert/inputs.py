@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import resolve_dtype, to_numpy
+from .checks import is_int, is_number
+from .constants import IGNORE_INDEX
 
 
 def host_array(value):
@@ -47,14 +49,12 @@ def check_flag(name, value, what="True or False"):
 
 def check_loss_scale(loss_scale):
     """A ``ValueError`` unless ``loss_scale`` is a positive finite number."""
-    number = isinstance(loss_scale, (int, float, np.integer, np.floating))
-    if not number or isinstance(loss_scale, (bool, np.bool_)) or not (0 < loss_scale < float("inf")):
+    if not is_number(loss_scale) or not (0 < loss_scale < float("inf")):
         raise ValueError(f"loss_scale must be a positive finite number, got {loss_scale!r}")
 
 
 def is_seed(value):
-    return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-            and value >= 0)
+    return is_int(value) and value >= 0
 
 
 def check_dtype(dtype):
@@ -142,7 +142,7 @@ def check_labels(xp, config, mlm_labels, nsp_labels, shape):
     out = {"mlm": None, "nsp": None}
     if mlm_labels is not None:
         m = check_ids(xp, config, "mlm_labels", mlm_labels, shape)  # range checked below (-100 allowed)
-        bad = (m != -100) & ((m < 0) | (m >= V))
+        bad = (m != IGNORE_INDEX) & ((m < 0) | (m >= V))
         if m.size and bool(bad.any()):
             raise ValueError(f"mlm_labels must be -100 (ignored) or a token id in [0, {V}), "
                              f"found {int(m[bad][0])}")

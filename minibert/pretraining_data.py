@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .checks import check_count, check_probability, is_int
+from .constants import IGNORE_INDEX
 from .tokenizer import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
 
 __all__ = ["TrainingInstance", "MaskedTokens", "create_training_instances",
            "create_instances_from_document", "truncate_seq_pair", "mask_tokens",
            "PretrainingDataset", "build_pretraining_dataset", "IGNORE_INDEX"]
 
-IGNORE_INDEX = -100          # the MLM label of every position that is not predicted
 IS_NEXT, NOT_NEXT = 0, 1     # NSP labels
 
 # Cut instances hold each corpus token about 1.5 times (NotNext segments repeat text of
@@ -89,19 +90,6 @@ def check_max_seq_length(max_seq_length: int) -> None:
             f"max_seq_length={max_seq_length!r} is too small: [CLS] A [SEP] B [SEP] needs 3 special "
             "tokens and at least one token each for A and B, so max_seq_length must be at least 5 "
             "(BERT uses 128, then 512).")
-
-
-def _check_count(name: str, value, low: int = 0) -> None:
-    """A whole number >= low (seeds, epochs, sizes): say so here rather than deep in NumPy."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
-
-
-def _check_probability(name: str, value: float, low_open: bool = False) -> None:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name}={value!r} must be a probability (a number).")
-    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
-        raise ValueError(f"{name}={value!r} must be a probability in {'(0, 1]' if low_open else '[0, 1]'}.")
 
 
 def _read_int(path: str, field_name: str | None = None) -> int | None:
@@ -182,7 +170,7 @@ def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_num_tokens: 
     a token at each step depends only on the lengths, so the steps are counted first
     and each segment is then cut once at each end.
     """
-    _check_count("max_num_tokens", max_num_tokens)
+    check_count("max_num_tokens", max_num_tokens)
     excess = len(tokens_a) + len(tokens_b) - max_num_tokens
     if excess <= 0:
         return
@@ -333,10 +321,10 @@ def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_
         the instances, in random order.
     """
     check_max_seq_length(max_seq_length)
-    _check_probability("short_seq_prob", short_seq_prob)
-    _check_count("dupe_factor", dupe_factor, 1)
+    check_probability("short_seq_prob", short_seq_prob)
+    check_count("dupe_factor", dupe_factor, 1)
     if not isinstance(seed, np.random.Generator):
-        _check_count("seed", seed)
+        check_count("seed", seed)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     docs = [d for d in ([s for s in _sentences(doc, i) if len(s) > 0] for i, doc in enumerate(documents)) if d]
     if len(docs) < 2:
@@ -401,7 +389,7 @@ def mask_tokens(tokens: Sequence[str], vocab_words: Sequence[str], rng: np.rando
     """
     if isinstance(tokens, str):
         raise TypeError("mask_tokens takes a list of tokens, not a string (it would mask its characters)")
-    _check_probability("masked_lm_prob", masked_lm_prob)
+    check_probability("masked_lm_prob", masked_lm_prob)
     if len(vocab_words) == 0:
         raise ValueError("mask_tokens needs vocab_words to draw random replacements from; got none")
     candidates: list[list[int]] = []
@@ -466,11 +454,11 @@ class PretrainingDataset:
                  whole_word_mask: bool = False, seed: int = 0):
         check_max_seq_length(max_seq_length)
         require_pretraining_tokens(tokenizer)
-        _check_probability("masked_lm_prob", masked_lm_prob, low_open=True)
+        check_probability("masked_lm_prob", masked_lm_prob, low_open=True)
         if max_predictions_per_seq is None:
             max_predictions_per_seq = math.ceil(max_seq_length * masked_lm_prob)
-        _check_count("max_predictions_per_seq", max_predictions_per_seq, 1)
-        _check_count("seed", seed)
+        check_count("max_predictions_per_seq", max_predictions_per_seq, 1)
+        check_count("seed", seed)
         if not instances:
             raise ValueError("no training instances: the corpus is too small or empty.")
         too_long = [i for i, inst in enumerate(instances) if len(inst) > max_seq_length]
@@ -515,8 +503,8 @@ class PretrainingDataset:
             shuffle: visit the instances in a random order.
             pad_to: ``"longest"`` (the longest sequence of the batch) or a fixed length.
         """
-        _check_count("batch_size", batch_size, 1)
-        _check_count("epoch", epoch)
+        check_count("batch_size", batch_size, 1)
+        check_count("epoch", epoch)
         rng = self.epoch_rng(epoch)
         order = rng.permutation(len(self)) if shuffle else np.arange(len(self))
         stop = len(order) - len(order) % batch_size if drop_last else len(order)
@@ -542,7 +530,7 @@ class PretrainingDataset:
         longest = max(len(inst) for inst in instances)
         if pad_to == "longest":
             T = longest
-        elif isinstance(pad_to, (int, np.integer)) and not isinstance(pad_to, bool):
+        elif is_int(pad_to):
             if pad_to < longest:
                 raise ValueError(f"pad_to={pad_to} is shorter than the longest sequence in the batch "
                                  f"({longest} tokens); use pad_to >= max_seq_length={self.max_seq_length}.")

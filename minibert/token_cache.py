@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpus import Corpus
+from .documents import Corpus
+from .paths import TOKENIZED_FOLDER, default_cache_dir
 
 __all__ = ["TokenizedCorpus", "tokenize_corpus"]
 
@@ -86,11 +87,10 @@ def _tokenize(corpus: Corpus, tokenizer) -> TokenizedCorpus:
 def cache_path(corpus: Corpus, tokenizer, cache_dir: str | os.PathLike | None = None) -> Path:
     """Where the tokenized ``corpus`` is (or would be) cached."""
     if cache_dir is None:
-        from .builtin_corpus import default_cache_dir
         cache_dir = default_cache_dir()
     name = (f"v{FORMAT_VERSION}-{corpus.fingerprint()[:20]}-{tokenizer.fingerprint()[:20]}"
             f"-u{unicodedata.unidata_version}.npz")
-    return Path(cache_dir) / "tokenized" / name
+    return Path(cache_dir) / TOKENIZED_FOLDER / name
 
 
 def tokenize_corpus(corpus: Corpus, tokenizer, cache_dir: str | os.PathLike | None | bool = None) -> TokenizedCorpus:

@@ -19,8 +19,8 @@ tokenizer), a final sigma lowercased as ``ς`` and unassigned code points
 dropped (like the Python one). Special tokens of the vocabulary written literally in
 the text, such as ``"[MASK]"``, are kept whole, as in transformers.
 
-Vocabularies are trained by :func:`train_wordpiece` (see
-:mod:`minibert.wordpiece_trainer`).
+Vocabularies are trained by :func:`train_wordpiece` (the algorithm is in
+:mod:`minibert.wordpiece_trainer`); ``vocab.txt`` is read by :mod:`minibert.vocab`.
 """
 from __future__ import annotations
 
@@ -28,85 +28,20 @@ import hashlib
 import operator
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from .basic_tokenizer import BasicTokenizer
-from .textio import read_text, write_whole
-from .wordpiece_trainer import train_wordpiece
+from .textio import write_whole
+from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, load_vocab, vocab_is_cased  # noqa: F401
+from .wordpiece_trainer import learn_vocab
 
 __all__ = ["WordPieceTokenizer", "load_vocab", "train_wordpiece", "SPECIAL_TOKENS",
            "PAD", "UNK", "CLS", "SEP", "MASK", "MAX_CHARS_PER_WORD"]
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 MAX_CHARS_PER_WORD = 100     # longer "words" (URLs, DNA, ...) become a single [UNK]
-
-
-def load_vocab(path: str | os.PathLike) -> list[str]:
-    """Read a ``vocab.txt``: one token per line, the line number (from 0) is its id.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: not UTF-8 (with the byte offset), empty, a token listed twice, an empty
-            line or a token with whitespace around it (with the line number).
-    """
-    path = Path(path)
-    lines = read_text(path, what="vocabulary file").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()                     # the file's final newline
-    vocab = lines
-    if not vocab:
-        raise ValueError(f"{path}: the vocabulary file is empty; it needs one token per line.")
-    seen: dict[str, int] = {}
-    for i, token in enumerate(vocab):
-        _check_vocab_line(path, i + 1, token)
-        if token in seen:
-            raise ValueError(f"{path}, line {i + 1}: token {token!r} is already on line "
-                             f"{seen[token] + 1}; every token must be listed once.")
-        seen[token] = i
-    return vocab
-
-
-def _describe_whitespace(chars: str, kind: str = "") -> str:
-    """``"  \\t"`` -> ``"2 spaces and a tab"`` (with ``kind="trailing"``: ``"2 trailing spaces
-    and a trailing tab"``): whitespace named, since it cannot be seen."""
-    names = {" ": "space", "\t": "tab", "\u00a0": "no-break space", "\u3000": "ideographic space"}
-    counts: dict[str, int] = {}
-    for c in chars:
-        name = names.get(c, f"U+{ord(c):04X}")
-        counts[name] = counts.get(name, 0) + 1
-    kind = f"{kind} " if kind else ""
-    parts = [f"{n} {kind}{name}s" if n > 1 else f"a {kind}{name}" for name, n in counts.items()]
-    return " and ".join(parts)
-
-
-def _check_vocab_line(path: Path, line: int, token: str) -> None:
-    """A vocabulary line is one token: no empty line, no whitespace around it.
-
-    The basic tokenizer splits text at whitespace, so a token with a space is never
-    produced, and a line ``"[PAD] "`` would leave the vocabulary without ``[PAD]``.
-    """
-    if token == "" or token.isspace():
-        what = "empty" if token == "" else f"only whitespace ({_describe_whitespace(token)})"
-        raise ValueError(f"{path}, line {line}: the line is {what}; a vocab.txt has one token on every "
-                         f"line and no blank lines. Delete the line, or, to keep the ids of the lines "
-                         f"after it (the vocabulary of a trained model), write a token there that is not "
-                         f"yet in the file, such as an [unusedN].")
-    stripped = token.strip()
-    if stripped != token:
-        lead, trail = token[:len(token) - len(token.lstrip())], token[len(token.rstrip()):]
-        where = " and ".join(_describe_whitespace(ws, side)
-                             for side, ws in (("leading", lead), ("trailing", trail)) if ws)
-        raise ValueError(f"{path}, line {line}: token {token!r} has {where}; a vocab.txt has one token "
-                         f"per line with nothing around it. Remove the whitespace (make the line "
-                         f"{stripped!r}).")
-
-
-def vocab_is_cased(vocab) -> bool:
-    """True if any ordinary token (not a bracketed special one) has an uppercase letter."""
-    return any(t != t.lower() for t in vocab if not (t.startswith("[") and t.endswith("]")))
 
 
 def _check_text(name: str, text) -> str:
@@ -361,3 +296,28 @@ class WordPieceTokenizer:
         if skip_special_tokens:
             tokens = [t for t in tokens if t not in SPECIAL_TOKENS]
         return " ".join(tokens).replace(" ##", "")
+
+
+def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
+                    do_lower_case: bool = True, min_frequency: int = 2, limit_alphabet: int = 1000,
+                    num_unused: int = 99):
+    """Learn a WordPiece vocabulary of at most ``vocab_size`` tokens (see :mod:`minibert.wordpiece_trainer`).
+
+    Args:
+        texts_or_files: strings of text, or ``pathlib.Path`` objects of UTF-8 text files,
+            or a single one of either.
+        vocab_size: the size of the vocabulary, special tokens included.
+        do_lower_case: train an uncased vocabulary (lowercase, accents stripped).
+        min_frequency: stop merging when the best pair is seen fewer times than this.
+        limit_alphabet: keep at most this many distinct characters.
+        num_unused: ``[unusedN]`` slots between ``[PAD]`` and ``[UNK]`` (see
+            :func:`minibert.vocab.bert_special_layout`).
+
+    Returns:
+        a :class:`~minibert.tokenizer.WordPieceTokenizer`; its ``vocab`` lists, in order,
+        the special tokens, the single characters (word-initial, then ``##`` forms) and the
+        merged pieces in the order they were learned.
+    """
+    vocab = learn_vocab(texts_or_files, vocab_size, do_lower_case=do_lower_case, min_frequency=min_frequency,
+                        limit_alphabet=limit_alphabet, num_unused=num_unused)
+    return WordPieceTokenizer(vocab, do_lower_case=do_lower_case, source="trained vocabulary")

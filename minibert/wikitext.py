@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import urllib.request
 import zipfile
 from pathlib import Path
 
-from .corpus import Corpus, split_sentences
+from .documents import Corpus, split_sentences
+from .paths import default_data_dir, user_cache_dir  # noqa: F401  (their home before paths.py)
 from .textio import read_text
 
 __all__ = ["WIKITEXT2_URL", "WIKITEXT2_ARCHIVE_SHA256", "WIKITEXT2_SPLITS", "default_data_dir",
@@ -38,22 +38,6 @@ WIKITEXT2_SPLITS = {
     "valid": ("wiki.valid.raw", "4cd0f6876d07a413aa911261ff6d363c72d757d47f0fdd6015702014c89cb9c7"),
     "test": ("wiki.test.raw", "173c87a53759e0201f33e0ccf978e510c2042d7f2cb78229d9a50d79b9e7dd08"),
 }
-
-
-def user_cache_dir() -> Path:
-    """The per-user cache folder: ``$XDG_CACHE_HOME`` or ``~/.cache`` (``%LOCALAPPDATA%`` on
-    Windows, ``~/Library/Caches`` on macOS)."""
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"])
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-
-
-def default_data_dir() -> Path:
-    """Where downloaded data sets go: ``$MINIBERT_DATA``, else ``<user cache dir>/minibert/data``."""
-    env = os.environ.get("MINIBERT_DATA")
-    return Path(env) if env else user_cache_dir() / "minibert" / "data"
 
 
 def sha256_file(path: Path) -> str:

@@ -15,6 +15,9 @@ notation, the way Hugging Face's ``tokenizers`` trains BERT vocabularies:
 4. Repeat step 3 until the vocabulary has ``vocab_size`` tokens or no pair is
    seen at least ``min_frequency`` times.
 
+:func:`learn_vocab` is the algorithm; :func:`minibert.tokenizer.train_wordpiece` makes a
+tokenizer of the vocabulary it learns.
+
 Only the words whose spelling contains the merged pair change in step 3, so the
 trainer keeps, for each pair, the set of words that contain it and updates the
 counts of just those words; a heap finds the most frequent pair quickly.
@@ -22,7 +25,6 @@ counts of just those words; a heap finds the most frequent pair quickly.
 from __future__ import annotations
 
 import heapq
-import numbers
 import os
 import warnings
 from collections import Counter
@@ -30,19 +32,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .basic_tokenizer import BasicTokenizer
+from .checks import is_int
 from .textio import read_text
+from .vocab import bert_special_layout
 
-__all__ = ["train_wordpiece", "bert_special_layout", "check_vocab_size_option"]
-
-
-def bert_special_layout(num_unused: int = 99) -> list[str]:
-    """The special tokens where BERT's own vocabularies have them: ``[PAD]`` at id 0,
-    ``[unused0]`` ... at ids 1..num_unused, then ``[UNK] [CLS] [SEP] [MASK]``.
-
-    With the default 99 unused slots the ids are BERT's (0, 100, 101, 102, 103);
-    ``num_unused=0`` packs the five special tokens into ids 0-4.
-    """
-    return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+__all__ = ["learn_vocab", "bert_special_layout", "check_vocab_size_option"]
 
 
 def check_vocab_size_option(vocab_size: int) -> None:
@@ -83,31 +77,27 @@ def _texts(texts_or_files: Iterable[str | os.PathLike]) -> Iterable[str]:
                             f"got {type(item).__name__}")
 
 
-def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
-                    do_lower_case: bool = True, min_frequency: int = 2, limit_alphabet: int = 1000,
-                    num_unused: int = 99):
-    """Learn a WordPiece vocabulary of at most ``vocab_size`` tokens (see the module docstring).
+def learn_vocab(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
+                do_lower_case: bool = True, min_frequency: int = 2, limit_alphabet: int = 1000,
+                num_unused: int = 99) -> list[str]:
+    """The tokens of a WordPiece vocabulary learned from text (the module docstring's steps).
 
-    Args:
-        texts_or_files: strings of text, or ``pathlib.Path`` objects of UTF-8 text files,
-            or a single one of either.
-        vocab_size: the size of the vocabulary, special tokens included.
-        do_lower_case: train an uncased vocabulary (lowercase, accents stripped).
-        min_frequency: stop merging when the best pair is seen fewer times than this.
-        limit_alphabet: keep at most this many distinct characters.
-        num_unused: ``[unusedN]`` slots between ``[PAD]`` and ``[UNK]`` (see
-            :func:`bert_special_layout`).
-
-    Returns:
-        a :class:`~minibert.tokenizer.WordPieceTokenizer`; its ``vocab`` lists, in order,
-        the special tokens, the single characters (word-initial, then ``##`` forms) and the
-        merged pieces in the order they were learned.
+    The arguments are :func:`minibert.tokenizer.train_wordpiece`'s.  The list holds, in order,
+    the special tokens, the single characters (word-initial, then ``##`` forms) and the merged
+    pieces in the order they were learned.
     """
-    from .tokenizer import WordPieceTokenizer
+    specials = _check_options(vocab_size, min_frequency, limit_alphabet, num_unused)
+    word_counts = _count_words(texts_or_files, do_lower_case)                          # step 1
+    vocab, spellings, counts = _characters(word_counts, specials, vocab_size, limit_alphabet)   # step 2
+    _merge_pairs(vocab, spellings, counts, vocab_size, min_frequency)                  # steps 3 and 4
+    return vocab
 
+
+def _check_options(vocab_size, min_frequency, limit_alphabet, num_unused) -> list[str]:
+    """The settings checked; returns the special tokens the vocabulary starts with."""
     for name, value in (("vocab_size", vocab_size), ("min_frequency", min_frequency),
                         ("limit_alphabet", limit_alphabet), ("num_unused", num_unused)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_int(value):
             raise TypeError(f"{name} must be an int, got {value!r}")
     # checked before the special tokens are listed: a huge num_unused would fill the memory first
     if num_unused < 0:
@@ -117,19 +107,29 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
         raise ValueError(f"vocab_size={vocab_size} leaves no room next to the {n_special} special tokens "
                          f"(num_unused={num_unused} must be in [0, vocab_size - 5) for vocab_size={vocab_size}); "
                          f"use a larger vocab_size or fewer unused slots (num_unused).")
-    specials = bert_special_layout(num_unused)
     if min_frequency < 1 or limit_alphabet < 1:
         raise ValueError("min_frequency and limit_alphabet must be at least 1.")
+    return bert_special_layout(num_unused)
 
-    # 1. word counts
+
+def _count_words(texts_or_files, do_lower_case: bool) -> Counter:
+    """Step 1: every text cut into words by BERT's basic tokenizer, and the words counted."""
     basic = BasicTokenizer(do_lower_case=do_lower_case)
     word_counts: Counter[str] = Counter()
     for text in _texts(texts_or_files):
         word_counts.update(basic.tokenize(text))
     if not word_counts:
         raise ValueError("train_wordpiece: the training text has no words; give it some text.")
+    return word_counts
 
-    # 2. the alphabet: most frequent characters first, ties in code point order
+
+def _characters(word_counts: Counter, specials: list[str], vocab_size: int, limit_alphabet: int):
+    """Step 2: the special tokens and the alphabet's pieces; returns (vocab, spellings, counts).
+
+    ``spellings[i]`` is word i spelled in the vocabulary's pieces (first character, then
+    ``##`` characters), ``counts[i]`` how often it occurs.
+    """
+    # the alphabet: most frequent characters first, ties in code point order
     char_counts: Counter[str] = Counter()
     for word, n in word_counts.items():
         for ch in word:
@@ -141,10 +141,8 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
     spellings = [[w[0], *("##" + c for c in w[1:])] for w in words]
 
     vocab = list(specials)
+    pieces = sorted({s[0] for s in spellings}) + sorted({p for s in spellings for p in s[1:]})
     in_vocab = set(vocab)
-    initial = sorted({s[0] for s in spellings})
-    continuation = sorted({p for s in spellings for p in s[1:]})
-    pieces = initial + continuation
     for token in pieces:
         if token not in in_vocab and len(vocab) < vocab_size:
             vocab.append(token)
@@ -157,9 +155,14 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
                                f"(limit_alphabet={limit_alphabet})")
         warnings.warn(f"train_wordpiece: {why}; words that need the others become [UNK]. Raise vocab_size "
                       f"(--vocab-size on the command line); in Python a larger limit_alphabet or a smaller "
-                      f"num_unused also make room.", stacklevel=2)
+                      f"num_unused also make room.", stacklevel=4)   # at the caller of train_wordpiece
+    return vocab, spellings, counts
 
-    # 3. pair counts, and which words contain each pair
+
+def _merge_pairs(vocab: list[str], spellings: list, counts: list, vocab_size: int, min_frequency: int) -> None:
+    """Steps 3 and 4: merge the most frequent pair of pieces, again and again, into ``vocab``."""
+    in_vocab = set(vocab)
+    # pair counts, and which words contain each pair
     pair_count: Counter[tuple[str, str]] = Counter()
     pair_words: dict[tuple[str, str], set[int]] = {}
     for i, s in enumerate(spellings):
@@ -198,8 +201,6 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
                 heapq.heappush(heap, (-pair_count[p], p))
             else:
                 del pair_count[p]
-
-    return WordPieceTokenizer(vocab, do_lower_case=do_lower_case, source="trained vocabulary")
 
 
 def _merge(symbols: list[str], a: str, b: str, merged: str) -> list[str]:

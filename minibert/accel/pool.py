@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..checks import is_int
+
 BLOCK = 1 << 15        # elements per block: a few float32/float64 block buffers fit in L2
 # the float64 erf runs ~30 NumPy operations per block: larger blocks pay the per-call cost less often
 ERF_BLOCK = 1 << 16
@@ -49,7 +51,7 @@ _pool = None
 def set_num_threads(n: int) -> None:
     """Threads used for elementwise work (1 = run every block in the calling thread)."""
     global _threads, _pool
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+    if not is_int(n) or n < 1:
         raise ValueError(f"set_num_threads needs a positive integer, got {n!r}")
     if _pool is not None:
         _pool.shutdown()

@@ -13,6 +13,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..constants import IGNORE_INDEX
 from .cpu import adamw as cpu_adamw, attention as cpu_attention, elementwise as cpu_elementwise
 from .cpu import layernorm as cpu_layernorm, linear as cpu_linear, loss as cpu_loss
 from .cuda import kernels as cuda_kernels, ops as cuda
@@ -84,7 +85,7 @@ KERNELS = {
         Kernel("cuda", cuda.attention_backward, lambda dout, cache, out=None: _gpu(cache.probs))],
     "softmax_cross_entropy_forward": [
         Kernel("cpu", cpu_loss.softmax_cross_entropy_forward,
-               lambda logits, labels, ignore_index=-100: f32(logits) and logits.ndim == 2)],
+               lambda logits, labels, ignore_index=IGNORE_INDEX: f32(logits) and logits.ndim == 2)],
     "softmax_cross_entropy_backward": [
         Kernel("cpu", cpu_loss.softmax_cross_entropy_backward, lambda dloss, cache: f32(cache.logits))],
     "adamw_update": [

@@ -1,16 +1,12 @@
 """Elementwise activations (GELU, tanh) and the softmax."""
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 from ..backend import erf_fn
+from ..constants import GELU_TANH_C, INV_SQRT_2, INV_SQRT_2PI, SQRT_2_OVER_PI
 from .common import get_array_module
 
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-GELU_TANH_C = 0.044715
 GELU_FORMS = ("none", "tanh")
 
 

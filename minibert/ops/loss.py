@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..constants import IGNORE_INDEX
 from .common import get_array_module, require
 
 
@@ -22,7 +23,7 @@ def check_cross_entropy(logits, labels) -> None:
             f"{tuple(logits.shape)} and {tuple(labels.shape)}")
 
 
-def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
+def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
     """Mean negative log-likelihood over the rows whose label is not ``ignore_index``.
 
     logits: (N, C); labels: (N,) int  ->  loss (a 0-d array), ``CrossEntropyCache``.

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backend import get_xp, resolve_dtype
+from ..checks import is_int
 from ..config import PRESETS, BertConfig
 from ..wordpiece_trainer import check_vocab_size_option
 from .run_folder import check_writable
@@ -73,9 +74,9 @@ def check_args(a: TrainArgs) -> BertConfig:
                     save_every=a.save_every, keep=a.keep, log_every=a.log_every, vocab_size=a.vocab_size,
                     eval_instances=a.eval_instances, dupe_factor=a.dupe_factor)
     for name, value in positive.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-    if isinstance(a.seed, bool) or not isinstance(a.seed, int) or a.seed < 0:
+    if not is_int(a.seed) or a.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {a.seed!r}")
     if a.eval_instances < 2:
         raise ValueError(f"--eval-instances must be at least 2 (one IsNext and one NotNext pair), "

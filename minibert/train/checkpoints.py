@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from ..checks import is_int, is_number
 from ..config import BertConfig
 from .args import TrainArgs
 from .errors import TrainingError
@@ -53,18 +54,10 @@ def save_run(out, step, model, opt, stream, identity, keep, scaler=None, log_win
     return save_checkpoint(out, step, arrays, meta, keep=keep)
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 _RUN_STATE = {   # what a run's checkpoint holds besides its arrays, and how to tell it is usable
     "run": lambda v: isinstance(v, dict),
-    "adam_t": _is_int,
-    "data": lambda v: isinstance(v, dict) and _is_int(v.get("epoch")) and _is_int(v.get("index")),
+    "adam_t": is_int,
+    "data": lambda v: isinstance(v, dict) and is_int(v.get("epoch")) and is_int(v.get("index")),
 }
 
 
@@ -85,8 +78,8 @@ def _lacks(path, names) -> str:
 def _is_log_window(state) -> bool:
     """What ``MetricsLog.window_state()`` writes."""
     return (isinstance(state, dict) and isinstance(state.get("sums"), dict)
-            and all(_is_number(v) for v in state["sums"].values())
-            and _is_number(state.get("seconds")) and _is_number(state.get("data_wait_s")))
+            and all(is_number(v) for v in state["sums"].values())
+            and is_number(state.get("seconds")) and is_number(state.get("data_wait_s")))
 
 
 def restore_run(path, model, opt, stream, identity, scaler=None):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..constants import IGNORE_INDEX
 from .errors import writes
 from .run_folder import read_history, write_history
 
@@ -39,7 +40,7 @@ def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
     counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]] = 0  # never predicted
     p = (counts + 1) / (counts.sum() + counts.size)
     labels = np.concatenate([b["mlm_labels"].ravel() for b in eval_batches])
-    return float(-np.log(p[labels[labels != -100]]).mean())
+    return float(-np.log(p[labels[labels != IGNORE_INDEX]]).mean())
 
 
 def batch_stats(out, batch) -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.activations import GELU_TANH_C as _GELU_TANH_C, INV_SQRT_2 as _INV_SQRT_2
-from ...ops.activations import INV_SQRT_2PI as _INV_SQRT_2PI, SQRT_2_OVER_PI as _SQRT_2_OVER_PI
+from ...constants import GELU_TANH_C as _GELU_TANH_C, INV_SQRT_2 as _INV_SQRT_2
+from ...constants import INV_SQRT_2PI as _INV_SQRT_2PI, SQRT_2_OVER_PI as _SQRT_2_OVER_PI
 from ...ops.activations import GeluCache
 from ..erf import erf64
 from ..pool import ERF_BLOCK, for_rows, rows as _rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...constants import IGNORE_INDEX
 from ...ops.loss import CrossEntropyCache, check_cross_entropy
 from .. import pool
 from ..pool import for_rows
@@ -16,7 +17,7 @@ from ..pool import for_rows
 _CE_BLOCK = 8
 
 
-def softmax_cross_entropy_forward(logits, labels, ignore_index=-100):
+def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
     """The fused ``softmax_cross_entropy_forward``: row blocks, no (N, C) temporaries.
 
     Per row: m = max z, s = log sum exp(z - m); the picked log-probability is

@@ -1,0 +1,27 @@
+"""AdamW's update rule on flat buffers: the reference the fused kernels of ``accel`` repeat.
+
+``minibert.optim.AdamW`` holds the state and the settings and calls this
+(through ``minibert.dispatch``) once per step.
+"""
+from __future__ import annotations
+
+from .common import get_array_module
+
+
+def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
+    """One AdamW update of the flat buffers, in place: parameters p, gradients g, moments m and v.
+
+    step_size = lr / (1 - b1^t) and root_c2 = sqrt(1 - b2^t) carry the bias
+    correction (lr and 1 without it); decay = 1 - lr * weight_decay applies
+    to the first ``n_decay`` entries (the weights; biases and LayerNorm are not
+    decayed).  With m_hat = m / (1 - b1^t) and v_hat = v / (1 - b2^t):
+        p <- p * decay - lr * m_hat / (sqrt(v_hat) + eps)
+    On the CPU (float32) and the GPU, ``minibert.dispatch`` runs a fused
+    version of these same lines (``accel/cpu/adamw.py``, ``accel/cuda/``).
+    """
+    xp = get_array_module(p)
+    p[:n_decay] *= decay                         # decoupled weight decay, weights only
+    m[...] = b1 * m + (1.0 - b1) * g             # first moment: running mean of g
+    v[...] = b2 * v + (1.0 - b2) * (g * g)       # second moment: running mean of g^2
+    # lr * m_hat / (sqrt(v_hat) + eps) = step_size * m / (sqrt(v) / root_c2 + eps)
+    p -= step_size * (m / (xp.sqrt(v) / root_c2 + eps))
