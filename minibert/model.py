@@ -13,9 +13,6 @@ writes the gradients into ``model.params.grads`` (same names).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
-
 import numpy as np
 
 from . import dispatch as D   # the ops of minibert.ops, run by the reference or an accelerated kernel
@@ -25,27 +22,9 @@ from .encoder import (embeddings_backward, embeddings_forward, embeddings_specs,
                       layer_specs, layer_weights, linear_specs)
 from .heads import head_specs, heads_backward, heads_forward
 from .inputs import as_grad, check_dtype, check_flag, check_labels, check_loss_scale, is_seed, prepare_inputs
+from .outputs import BertOutput, PreTrainingOutput
 from .params import ParamStore
 from .state_dict import load_state_dict
-
-
-@dataclass
-class BertOutput:
-    last_hidden_state: object   # (B, T, H)
-    pooler_output: object       # (B, H)
-
-
-@dataclass
-class PreTrainingOutput:
-    mlm_logits: object                 # (B, T, V), or (N, V) at the N labelled positions
-    nsp_logits: object                 # (B, 2)
-    loss: Optional[object] = None      # mlm_loss + nsp_loss (those given)
-    mlm_loss: Optional[object] = None
-    nsp_loss: Optional[object] = None
-    mlm_positions: Optional[object] = None  # (N,) flat indices b*T + t of the labelled positions
-    mlm_targets: Optional[object] = None    # (N,) the labels at those positions, on the model's device
-    nsp_targets: Optional[object] = None    # (B,) the NSP labels, on the model's device
-
 
 
 class BertModel:
@@ -289,7 +268,6 @@ class BertModel:
         from .hf_io import from_pretrained
         return from_pretrained(cls, directory, dtype=dtype, device=device, seed=seed,
                                mixed_precision=mixed_precision)
-
 
 
 class BertForPreTraining(BertModel):

@@ -501,6 +501,19 @@ def test_instance_is_readable():
     assert str(inst) == "IsNext: [CLS] the cat [SEP] sat . [SEP]"
 
 
+def test_batches_are_those_the_trainer_draws_with_the_same_seed(builtin, small_tok):
+    """One shuffling and masking scheme: ``batches()`` in a notebook and a training run agree."""
+    from minibert.train import BatchStream
+    data = build_pretraining_dataset(Corpus("part", builtin.documents[:60]), small_tok, max_seq_length=32,
+                                     seed=3, cache_dir=False)
+    stream = BatchStream(data, 8, seed=3)
+    for epoch in (0, 1):
+        for batch in data.batches(8, epoch=epoch, drop_last=True):
+            drawn = stream.next_batch()
+            assert batch.keys() == drawn.keys() and all(np.array_equal(batch[k], drawn[k]) for k in batch)
+    assert stream.state_dict() == {"epoch": 1, "index": data.num_batches(8, drop_last=True)}
+
+
 def test_batch_feeds_the_model(builtin, small_tok):
     """A batch goes straight into BertForPreTraining.forward."""
     try:

@@ -134,27 +134,27 @@ def test_a_dupe_factor_that_cannot_fit_is_refused_before_any_work(documents, tmp
 
 
 def test_the_memory_estimate_counts_tokens_times_passes(monkeypatch):
-    from minibert import pretraining_data as pd
+    from minibert import memory_budget as mem, pretraining_data as pd
     docs = [[["w"] * 10] * 10, [["v"] * 10] * 10]                 # 200 tokens
-    monkeypatch.setattr(pd, "available_memory", lambda: (200 * pd.BYTES_PER_INSTANCE_TOKEN * 50, True))
+    monkeypatch.setattr(mem, "available_memory", lambda: (200 * mem.BYTES_PER_INSTANCE_TOKEN * 50, True))
     assert len(pd.create_training_instances(docs, 32, dupe_factor=50)) > 0
     with pytest.raises(ValueError, match=r"200 tokens into instances 51 times: .* the most that could fit is 50 "):
         pd.create_training_instances(docs, 32, dupe_factor=51)
-    monkeypatch.setattr(pd, "available_memory", lambda: (100, False))
+    monkeypatch.setattr(mem, "available_memory", lambda: (100, False))
     with pytest.raises(ValueError, match=r"assumed \(the free memory could not be read\); not even 1 fits"):
         pd.create_training_instances(docs, 32)
 
 
 def test_free_memory_falls_back_to_an_assumption(monkeypatch):
-    from minibert import pretraining_data as pd
-    free, measured = pd.available_memory()
+    from minibert import memory_budget as mem
+    free, measured = mem.available_memory()
     assert free > 0 and isinstance(measured, bool)
-    monkeypatch.setattr(pd, "_read_int", lambda *a: None)
+    monkeypatch.setattr(mem, "_read_int", lambda *a: None)
 
     def no_sysconf(name):
         raise ValueError(name)
-    monkeypatch.setattr(pd.os, "sysconf", no_sysconf)
-    assert pd.available_memory() == (pd.ASSUMED_MEMORY, False)
+    monkeypatch.setattr(mem.os, "sysconf", no_sysconf)
+    assert mem.available_memory() == (mem.ASSUMED_MEMORY, False)
 
 
 # ----------------------------------------------------------------- E. too many [MASK]s

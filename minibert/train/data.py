@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from ..corpus import Corpus, load_corpus
-from ..pretraining_data import build_pretraining_dataset, check_instances_fit
+from ..memory_budget import check_instances_fit
+from ..pretraining_data import batch_rng, build_pretraining_dataset, epoch_order
 from ..tokenizer import WordPieceTokenizer, train_wordpiece
 from .args import TrainArgs
 from .run_folder import VOCAB_NAME
@@ -32,10 +33,11 @@ def split_documents(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus,
 class BatchStream:
     """An endless stream of freshly masked batches, resumable from (epoch, index).
 
-    Epoch e visits the instances in the order ``default_rng((seed, e))``
-    draws; batch i of epoch e is masked with ``default_rng((seed, e, i))``.
-    A batch therefore depends only on (seed, epoch, index): resuming needs
-    those two numbers, and skipping ahead costs nothing.
+    Epoch e visits the instances in the order ``epoch_order`` draws from
+    (seed, e); batch i of epoch e is masked with ``batch_rng(seed, e, i)``,
+    as ``PretrainingDataset.batches`` does.  A batch therefore depends only
+    on (seed, epoch, index): resuming needs those two numbers, and skipping
+    ahead costs nothing.
     """
 
     def __init__(self, dataset, batch_size: int, seed: int):
@@ -51,10 +53,10 @@ class BatchStream:
         if self.index == self.per_epoch:
             self.epoch, self.index = self.epoch + 1, 0
         if self._order_epoch != self.epoch:
-            self._order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.dataset))
+            self._order = epoch_order(len(self.dataset), self.seed, self.epoch)
             self._order_epoch = self.epoch
         take = self._order[self.index * self.batch_size:(self.index + 1) * self.batch_size]
-        rng = np.random.default_rng((self.seed, self.epoch, self.index))
+        rng = batch_rng(self.seed, self.epoch, self.index)
         self.index += 1
         return self.dataset.collate([self.dataset.instances[j] for j in take], rng)
 

@@ -1,0 +1,106 @@
+"""The package's shape: no import cycles among its modules, and no module or function too long to read.
+
+Both are read from the source with ``ast``: nothing is imported, and an import
+written inside a function counts as much as one at the top of a module (it
+only hides a cycle, it does not remove it).
+"""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "minibert"
+
+MAX_MODULE_LINES = 350
+MAX_FUNCTION_LINES = 60
+# modules allowed past MAX_MODULE_LINES, each with its reason: only modules that are mostly
+# CUDA C++ source held in Python strings (a kernel is read whole, not cut across files)
+LONG_MODULES = {}
+
+
+def _modules():
+    """{dotted name: path} of every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def import_graph():
+    """{module: the modules of the package it imports}, function-level imports included."""
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                # `from . import x` imports the module x, `from .m import f` the module m
+                targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                               for a in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def find_cycle(graph):
+    """One import cycle as a list of modules (the first again at the end), or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == "open":
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state:
+                cycle = visit(dep)
+                if cycle:
+                    return cycle
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_modules_of_minibert_import_each_other_without_a_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_sees_a_cycle_hidden_in_a_function():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    graph = import_graph()
+    assert "minibert.train.loop" in graph["minibert.train"]       # `from .loop import ...`
+    assert "minibert.accel" in graph["minibert.dispatch"]         # `from . import accel`
+
+
+def test_no_module_or_function_is_too_long_to_read():
+    too_long = []
+    for name, path in _modules().items():
+        source = path.read_text(encoding="utf-8")
+        n_lines = len(source.splitlines())
+        if n_lines > MAX_MODULE_LINES and name not in LONG_MODULES:
+            too_long.append(f"module {name}: {n_lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}.{node.name} (line {node.lineno}): {length} lines "
+                                    f"(at most {MAX_FUNCTION_LINES})")
+    assert not too_long, "split these by what they do:\n" + "\n".join(too_long)
+    assert set(LONG_MODULES) <= set(_modules()), "the allow-list names a module that is gone"
