@@ -1,6 +1,8 @@
 """Shared fixtures and helpers for the minibert tests."""
 import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +75,12 @@ def either_path(request):
             yield request.param
     else:
         yield request.param
+
+
+def hold_lock_elsewhere(folder):
+    """Another process holding a run folder's lock, as a run in progress does; returns the process."""
+    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc

@@ -19,6 +19,7 @@ import minibert.train.loop as train_module   # where pretrain looks up the names
 from minibert.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from minibert.cli import main
 from minibert.train import TrainArgs, TrainingError, pretrain
+from conftest import hold_lock_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ("tokens_per_s", "data_wait")       # the only fields of a record that may differ between runs
@@ -201,20 +202,11 @@ def test_a_checkpoint_with_weights_of_another_shape_is_refused(corpus_file, tmp_
 
 
 # ----------------------------------------------------------- one --out, many runs
-def _hold_lock_elsewhere(folder):
-    """Another process holding the folder's lock, as a run in progress does."""
-    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
-            "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
-
-
 def test_runs_started_at_once_on_one_folder_all_hear_that_another_run_uses_it(corpus_file, tmp_path):
     pytest.importorskip("fcntl")
     out = tmp_path / "run"
     out.mkdir()
-    holder = _hold_lock_elsewhere(out)
+    holder = hold_lock_elsewhere(out)
     errors, threads, starts = [], 6, 40
     together = threading.Barrier(threads)
 

@@ -14,6 +14,7 @@ import pytest
 from minibert.checkpoint import list_checkpoints, load_checkpoint
 from minibert.cli import main
 from minibert.train import TrainArgs, TrainingError, pretrain
+from conftest import hold_lock_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -447,21 +448,12 @@ def test_out_of_memory_is_one_line(corpus_file, tmp_path, capsys, monkeypatch, m
     assert f"({message or 'an allocation failed'})" in err
 
 
-def _hold_lock_elsewhere(folder):
-    """Another process holding the folder's lock, as a run in progress does."""
-    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
-            "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
-
-
 def test_two_runs_never_share_a_folder(corpus_file, tmp_path):
     pytest.importorskip("fcntl")
     from minibert.demo import run_demo
     out = tmp_path / "run"
     out.mkdir()
-    other = _hold_lock_elsewhere(out)
+    other = hold_lock_elsewhere(out)
     try:
         with pytest.raises(ValueError, match="another run is using --out"):
             pretrain(small_args(corpus_file, out, steps=2), log=lambda *a: None)
@@ -474,7 +466,7 @@ def test_two_runs_never_share_a_folder(corpus_file, tmp_path):
     demo = tmp_path / "demo"
     assert run_demo(demo, steps=1) == 0
     before = sorted(p.name for p in demo.iterdir())
-    other = _hold_lock_elsewhere(demo)
+    other = hold_lock_elsewhere(demo)
     try:
         with pytest.raises(ValueError, match="another run is using --out"):
             run_demo(demo, steps=1)
