@@ -1,0 +1,139 @@
+"""The committed results files that notebooks 6, 7 and 8 read agree with their sources and prose.
+
+No kernel and no training: these checks read committed files only.
+
+* ``benchmarks/results/h100_step.json`` (notebook 7's GPU table) holds the figures of
+  ``benchmarks/RESULTS.md``, section 0b, from which it was copied;
+* the committed metrics files exist, are small, and say what their READMEs say;
+* ``notebooks/pretrained/fine_tuning_sweep.json`` (notebook 8's table of settings) is complete,
+  and notebook 8's prose counts its pairs as the table does;
+* the values that the notebooks' check cells compare a new run against are the ones their
+  committed runs printed.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+PRETRAINED = NOTEBOOKS / "pretrained"
+MAX_BYTES = 200_000
+
+
+def notebook(name):
+    cells = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))["cells"]
+    prose = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+    code = [c for c in cells if c["cell_type"] == "code"]
+    return prose, code
+
+
+def printed(cell):
+    return "".join("".join(o["text"]) if isinstance(o["text"], list) else o["text"]
+                   for o in cell.get("outputs", []) if o["output_type"] == "stream")
+
+
+def cell_with(code, marker):
+    found = [c for c in code if marker in "".join(c["source"])]
+    assert len(found) == 1, f"{len(found)} code cells contain {marker!r}"
+    return found[0]
+
+
+def read_metrics(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# ------------------------------------------------------------------------ notebook 7
+def results_md_rows():
+    """RESULTS.md's GPU rows ('| small, 128 | ...'), in the order of its tables: before, after."""
+    rows = {}
+    for line in (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| (small|base), (128|512) \| ([\d.]+) \| ([\d.]+) \| ?([\d.]*) ?\| \**([\d.]+)x", line)
+        if m:
+            rows.setdefault((m[1], int(m[2])), []).append(
+                (float(m[3]), float(m[4]), float(m[5]) if m[5] else None, float(m[6])))
+    return rows
+
+
+def test_h100_results_file_holds_the_figures_of_results_md():
+    h100 = json.loads((ROOT / "benchmarks" / "results" / "h100_step.json").read_text(encoding="utf-8"))
+    rows = results_md_rows()
+    for k, table in enumerate(["before_fused_kernels", "after_fused_kernels"]):   # RESULTS.md's order
+        assert len(h100["tables"][table]) == 4
+        for r in h100["tables"][table]:
+            assert rows[r["preset"], r["seq_len"]][k] == \
+                (r["minibert_ms"], r["torch_gathered_ms"], r["torch_stock_ms"], r["ratio"]), (table, r)
+    assert h100["source"]["recorded_in_commit"].startswith("56702a7")
+
+
+def test_notebook_7_prints_no_error_text():
+    _, code = notebook("07_gpu_with_cupy.ipynb")
+    for cell in code:
+        for word in ("Error", "Traceback", "cudaError"):
+            assert word not in printed(cell), f"notebook 7 prints {word!r}"
+
+
+# ------------------------------------------------------------------------ notebook 6
+CURVES = ["adamw", "bert-adam", "adamw-no-warmup", "bert-adam-no-warmup", "bert-adam-lr1e-3",
+          "lr3e-2", "lr3e-1", "lr1", "overfit"]
+
+
+@pytest.mark.parametrize("name", CURVES)
+def test_curves_are_committed_small_and_documented(name):
+    path = PRETRAINED / "curves" / f"{name}.jsonl"
+    assert path.stat().st_size < MAX_BYTES
+    records = read_metrics(path)
+    assert {r["kind"] for r in records} == {"train", "eval"}
+    assert f"--out runs/curves/{name}\n" in (PRETRAINED / "curves" / "README.md").read_text(encoding="utf-8")
+
+
+def test_docs_bert_h64_metrics_match_its_readme():
+    path = PRETRAINED / "docs-bert-h64" / "metrics.jsonl"
+    assert path.stat().st_size < MAX_BYTES
+    evals = [r for r in read_metrics(path) if r["kind"] == "eval"]
+    readme = " ".join((PRETRAINED / "docs-bert-h64" / "README.md").read_text(encoding="utf-8").split())
+    last, by_step = evals[-1], {e["step"]: e for e in evals}
+    assert last["step"] == 5000
+    assert (f"re-run ends at a held-out MLM loss of {last['mlm_loss']:.2f}, MLM accuracy "
+            f"{last['mlm_acc']:.1%} and NSP accuracy {last['nsp_acc']:.1%}") in readme
+    way = ", ".join(f"{by_step[s]['mlm_loss']:.2f} at {'step ' if s == 1000 else ''}{s:,}" for s in (1000, 2000, 3000))
+    assert f"on the way: {way}, {by_step[4000]['mlm_loss']:.2f} at 4,000" in readme
+
+
+# ------------------------------------------------------------------------ notebook 8
+def test_fine_tuning_sweep_is_complete_and_the_prose_counts_it():
+    sweep = json.loads((PRETRAINED / "fine_tuning_sweep.json").read_text(encoding="utf-8"))
+    acc = {(r["lr"], r["epochs"], r["start"], r["seed"]): r["final_accuracy"] for r in sweep["runs"]}
+    settings = sorted({(lr, epochs) for lr, epochs, _, _ in acc})
+    assert len(acc) == len(settings) * 3 * 2
+    ahead = behind = tied = 0
+    for lr, epochs in settings:
+        if lr < 1e-3:
+            continue
+        for seed in (0, 1, 2):
+            a, b = acc[lr, epochs, "pre-trained", seed], acc[lr, epochs, "random init", seed]
+            ahead, tied, behind = ahead + (a > b), tied + (a == b), behind + (a < b)
+    prose, _ = notebook("08_fine_tuning.ipynb")
+    assert tied == 0
+    assert f"the pre-trained start is ahead in {ahead} of the {ahead + behind} pairs and behind in two" in prose
+    assert behind == 2
+
+
+def test_notebook_8_checks_compare_with_the_committed_run():
+    _, code = notebook("08_fine_tuning.ipynb")
+    table = printed(cell_with(code, "mean over the seeds"))
+    means = dict(re.findall(r"^\s*(pre-trained|random init)\s+mean over the seeds:.* ([\d.]+) at the end$", table, re.M))
+    check = "".join(cell_with(code, "committed = {")["source"])
+    for name, value in means.items():
+        assert f'"{name}": {value}' in check, name
+    tags = printed(cell_with(code, "token tagging after"))
+    rows = re.findall(r"^\s*(pre-trained|random init)\s+seed \d:\s+([\d.]+)\s+([\d.]+)$", tags, re.M)
+    check = "".join(cell_with(code, "committed_tags = {")["source"])
+    for name in ("pre-trained", "random init"):
+        values = [(float(a), float(b)) for n, a, b in rows if n == name]
+        mean = tuple(round(sum(v[k] for v in values) / len(values), 1) for k in (0, 1))
+        committed = tuple(float(x) for x in re.search(rf'"{name}": \(([\d.]+), ([\d.]+)\)', check).groups())
+        assert all(abs(m - c) <= 0.1 + 1e-9 for m, c in zip(mean, committed)), (name, mean, committed)
