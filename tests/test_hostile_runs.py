@@ -31,16 +31,6 @@ def quiet(*args):
 
 
 @pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    """120 documents of real prose (from the built-in corpus) in BERT's one-sentence-per-line format."""
-    from minibert.builtin_corpus import builtin_corpus
-    docs = builtin_corpus(cache_dir=False).documents[:120]
-    path = tmp_path_factory.mktemp("corpus") / "small.txt"
-    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
-    return path
-
-
-@pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 

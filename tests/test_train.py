@@ -19,16 +19,6 @@ from conftest import hold_lock_elsewhere
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    """120 documents of real prose (from the built-in corpus) in BERT's one-sentence-per-line format."""
-    from minibert.builtin_corpus import builtin_corpus
-    docs = builtin_corpus(cache_dir=False).documents[:120]
-    path = tmp_path_factory.mktemp("corpus") / "small.txt"
-    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
-    return path
-
-
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path / "cache"))
