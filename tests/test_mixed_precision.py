@@ -17,7 +17,7 @@ from minibert.model import BertForPreTraining
 from minibert.optim import AdamW, LossScaler
 from minibert.train import TrainArgs, TrainingError, pretrain
 
-from test_train import corpus_file, small_args, train_losses  # noqa: F401  (fixture reused)
+from test_train import small_args, train_losses
 
 F16_EPS = 2.0 ** -11   # float16's unit roundoff
 
