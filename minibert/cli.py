@@ -235,8 +235,7 @@ def _train_tokenizer(ns) -> int:
         tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    from .textio import write_whole
-    write_whole(out, lambda f: f.write("".join(t + "\n" for t in tok.vocab).encode("utf-8")))
+    tok.write_vocab_file(out)
     print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
     if tok.vocab_size < ns.vocab_size:
         print(f"note: --vocab-size asked for {ns.vocab_size:,}; the corpus has no more word pieces to learn "

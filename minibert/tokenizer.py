@@ -135,7 +135,11 @@ class WordPieceTokenizer:
         """Write ``vocab.txt`` into ``directory`` (created if needed); returns its path."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / "vocab.txt"
+        return self.write_vocab_file(directory / "vocab.txt")
+
+    def write_vocab_file(self, path: str | os.PathLike) -> Path:
+        """Write the vocabulary to ``path``, one token per line, in BERT's vocab.txt format."""
+        path = Path(path)
         # whole or not at all: a torn vocab.txt (a full disk) would no longer match the run's checkpoints
         write_whole(path, lambda f: f.write("".join(t + "\n" for t in self.vocab).encode("utf-8")))
         return path
