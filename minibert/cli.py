@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import accel
-from .train import TrainArgs
+from .train import TrainArgs, dist
 
 PRETRAIN_HELP = """\
 Pre-train a BERT from scratch with masked language modelling (MLM) and next
@@ -169,15 +169,24 @@ def main(argv=None) -> int:
         signame = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
         advice = ("; a run keeps the checkpoints it saved: run the same command again (with --resume "
                   "if its folder holds one)") if ns.command == "pretrain" else ""
-        print(f"minibert {ns.command}: interrupted ({signame}){advice}", file=sys.stderr)
+        if dist.current().is_root:
+            print(f"minibert {ns.command}: interrupted ({signame}){advice}", file=sys.stderr)
         return 128 + getattr(signal, signame, signal.SIGINT)
     except MemoryError as exc:
-        print(f"minibert {ns.command}: error: out of memory ({str(exc) or 'an allocation failed'}); use a "
-              f"smaller --batch-size, --seq-len or --config", file=sys.stderr)
-        return 2
+        return _fail(ns, exc, f"out of memory ({str(exc) or 'an allocation failed'}); use a smaller "
+                              f"--batch-size, --seq-len or --config", 2)
     except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
-        print(f"minibert {ns.command}: error: {exc}", file=sys.stderr)
-        return 1 if type(exc).__name__ == "TrainingError" else 2
+        kind = getattr(exc, "kind", type(exc).__name__)     # a PeerError: the other rank's error
+        return _fail(ns, exc, str(exc), 1 if kind == "TrainingError" else 2)
+
+
+def _fail(ns, exc, message: str, status: int) -> int:
+    """One line on stderr (from rank 0 alone in a data-parallel job), and the exit status."""
+    def report(text):
+        print(f"minibert {ns.command}: error: {text}", file=sys.stderr)
+    exc.args = (message,)
+    dist.leave(exc, report)
+    return status
 
 
 @contextlib.contextmanager

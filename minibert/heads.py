@@ -49,14 +49,28 @@ def heads_forward(h, pooled, W, P, config, mlm_labels, caches):
     return mlm_logits, nsp_logits, positions
 
 
-def heads_backward(caches, loss_scale, put, dtype):
+def loss_weight(loss_scale, n_here, count):
+    """The factor on a mean loss that turns it into its rows' sum divided by ``count`` instead.
+
+    A data-parallel rank holds ``n_here`` of the global batch's ``count``
+    rows; the global loss is their sum over ``count``, and d(global)/d(row)
+    is 1/count, not the rank's own 1/n_here.
+    """
+    return loss_scale if count is None else loss_scale * (n_here / count)
+
+
+def heads_backward(caches, loss_scale, put, dtype, loss_counts=None):
     """Gradients of ``loss_scale`` times the losses  ->  dh (B, T, H), dpooled (B, H) or None.
 
-    ``put(name, g)`` stores each parameter gradient.
+    ``put(name, g)`` stores each parameter gradient.  ``loss_counts``: None,
+    or (masked tokens, sequences) to divide the losses' sums by instead of
+    this batch's own counts (the global batch's, in data parallelism).
     """
+    mlm_count, nsp_count = loss_counts if loss_counts is not None else (None, None)
     dpooled = None
     if "nsp_ce" in caches:
-        dnsp = D.softmax_cross_entropy_backward(loss_scale, caches["nsp_ce"])
+        ce = caches["nsp_ce"]
+        dnsp = D.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, nsp_count), ce)
         dpooled, dW, db = D.linear_backward(dnsp, caches["nsp"])
         put(NSP + "weight", dW)
         put(NSP + "bias", db)
@@ -64,7 +78,8 @@ def heads_backward(caches, loss_scale, put, dtype):
     H = caches["mlm_ln"].gamma.shape[0]
     dh = get_array_module(caches["mlm_ln"].gamma).zeros((B, T, H), dtype=dtype)
     if "mlm_ce" in caches:
-        dlogits = D.softmax_cross_entropy_backward(loss_scale, caches["mlm_ce"])
+        ce = caches["mlm_ce"]
+        dlogits = D.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, mlm_count), ce)
         dt, dW_dec, db = D.linear_backward(dlogits, caches["decoder"])
         # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
         put(DECODER, dW_dec)

@@ -53,6 +53,17 @@ def check_loss_scale(loss_scale):
         raise ValueError(f"loss_scale must be a positive finite number, got {loss_scale!r}")
 
 
+def check_loss_counts(loss_counts):
+    """None, or (masked tokens, sequences) as two positive ints; a ``ValueError`` otherwise."""
+    if loss_counts is None:
+        return None
+    if (not isinstance(loss_counts, (tuple, list)) or len(loss_counts) != 2
+            or not all(is_int(n) and n >= 1 for n in loss_counts)):
+        raise ValueError(f"loss_counts must be None or (masked tokens, sequences), two positive ints, "
+                         f"got {loss_counts!r}")
+    return int(loss_counts[0]), int(loss_counts[1])
+
+
 def is_seed(value):
     return is_int(value) and value >= 0
 

@@ -21,7 +21,8 @@ from .config import BertConfig
 from .encoder import (embeddings_backward, embeddings_forward, embeddings_specs, layer_backward, layer_forward,
                       layer_specs, layer_weights, linear_specs)
 from .heads import head_specs, heads_backward, heads_forward
-from .inputs import as_grad, check_dtype, check_flag, check_labels, check_loss_scale, is_seed, prepare_inputs
+from .inputs import (as_grad, check_dtype, check_flag, check_labels, check_loss_counts, check_loss_scale,
+                     is_seed, prepare_inputs)
 from .outputs import BertOutput, PreTrainingOutput
 from .params import ParamStore
 from .state_dict import load_state_dict
@@ -329,19 +330,21 @@ class BertForPreTraining(BertModel):
 
     __call__ = forward
 
-    def backward(self, accumulate=False, loss_scale=1.0):
+    def backward(self, accumulate=False, loss_scale=1.0, loss_counts=None):
         """Gradients of ``loss`` (from the last forward with labels) into ``self.params.grads``.
 
         ``loss_scale``: differentiate ``loss_scale * loss`` instead, so that
         small gradients survive float16 in mixed precision; divide the
         gradients by it before the optimiser step (``optim.LossScaler``).
+        ``loss_counts``: a global batch's (masked tokens, sequences), this batch a
+        slice of it: each loss is its rows' sum over that count (data parallelism).
         """
-        check_loss_scale(loss_scale)
+        check_loss_scale(loss_scale), check_loss_counts(loss_counts)
         accumulate = check_flag("accumulate", accumulate)
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() with mlm_labels and/or nsp_labels first "
                                "(there is no loss to differentiate; each forward allows one backward)")
         caches, self._cache = self._cache, None
         self._begin_backward(accumulate)
-        dh, dpooled = heads_backward(caches, loss_scale, self._put_grad, self.dtype)
+        dh, dpooled = heads_backward(caches, loss_scale, self._put_grad, self.dtype, loss_counts)
         self._encode_backward(dh, dpooled, caches)

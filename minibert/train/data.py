@@ -112,13 +112,15 @@ def load_run_corpus(a: TrainArgs) -> Corpus:
     return load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir, download=a.data_dir is None)
 
 
-def prepare_data(a: TrainArgs, out: Path, log=print):
+def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False):
     """Corpus, tokenizer, training stream and fixed held-out batches.
 
     The data's warnings (e.g. lines far too long to be sentences) go to ``log``, one line each.
+    ``follower``: a data-parallel rank other than 0, which reads the run's ``vocab.txt``
+    (written by rank 0) unless --vocab names one, and writes nothing.
     """
     saved_vocab = out / VOCAB_NAME
-    trains_vocab = a.vocab is None and not (a.resume and saved_vocab.is_file())
+    trains_vocab = a.vocab is None and not (a.resume and saved_vocab.is_file()) and not follower
     corpus = load_run_corpus(a)
     # a first look at memory before the vocabulary and the tokens: a corpus has at least as
     # many tokens as whitespace-separated words (the exact count is checked again later)
@@ -134,7 +136,8 @@ def prepare_data(a: TrainArgs, out: Path, log=print):
         with warnings.catch_warnings():   # the run measures and reports the [UNK] share itself
             warnings.simplefilter("ignore", UserWarning)
             tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
-    tokenizer.save_vocabulary(out)
+    if not follower:
+        tokenizer.save_vocabulary(out)
 
     cache = a.cache_dir if a.cache_dir is not None else None
     common = dict(max_seq_length=a.seq_len, max_predictions_per_seq=a.max_predictions, cache_dir=cache)

@@ -11,6 +11,23 @@ class TrainingError(RuntimeError):
     """The run cannot go on (e.g. the loss became NaN); the message says why and what is saved."""
 
 
+class PeerError(RuntimeError):
+    """Another rank failed: raised on every rank that did not, with that rank's message.
+
+    ``kind`` is the class name of the original error (the command line's exit status follows it).
+    """
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def agreed(exc: BaseException) -> BaseException:
+    """Mark an error that every rank raises at the same point (so no rank is left waiting)."""
+    exc.everywhere = True
+    return exc
+
+
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -33,5 +50,7 @@ def writes(step: int, last_ckpt, what=None):
     try:
         yield
     except OSError as exc:
-        raise write_failed(exc, step, last_ckpt, what) from None
+        error = write_failed(exc, step, last_ckpt, what)
+        error.everywhere = getattr(exc, "everywhere", False)   # every rank of a data-parallel run raises it
+        raise error from None
 

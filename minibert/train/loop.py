@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import accel
+from . import dist
 from ..checkpoint import latest_checkpoint
 from ..config import BertConfig
 from ..model import BertForPreTraining
@@ -32,26 +33,56 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
     on_record: called with each record as it is written to metrics.jsonl
         (a dict with "kind" = "train" or "eval", "step" and the metrics),
         e.g. to draw a live plot in a notebook.
+
+    Under ``mpiexec -n N`` the N processes train one model together (``dist.py``):
+    rank 0 alone logs and writes, and returns the whole result; the others return
+    theirs without history.
     """
-    config = check_args(a)
-    out = Path(a.out)
-    lock = lock_run_folder(out)   # before anything in the folder is read: a run starting beside us hears of us
+    comm = dist.world()
+    if not comm.is_root:
+        log, on_record = _quiet, None
     try:
-        checkpoint = checkpoint_to_resume(a, out)
-        if not a.resume:
-            if latest_checkpoint(out) is not None:
-                raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
-                                 f"it, or choose another --out")
-            start_fresh(out, a)
-        return _run(a, config, out, checkpoint, log, on_record)
+        dist.check_run(comm, a)
+        config = comm.everywhere(lambda: check_args(a))
+        return _in_folder(a, config, comm, log, on_record)
+    finally:
+        comm.close()
+
+
+def _quiet(*args, **kwargs) -> None:
+    """The log of ranks other than 0: one voice per job."""
+
+
+def _in_folder(a: TrainArgs, config: BertConfig, comm, log, on_record) -> RunResult:
+    """Lock the run folder (rank 0), start or resume in it, and run."""
+    out = Path(a.out)
+    # before anything in the folder is read: a run starting beside us hears of us
+    lock = comm.on_root(lambda: lock_run_folder(out))
+    try:
+        checkpoint = comm.bcast(comm.on_root(lambda: _open_folder(a, out)))
+        return _run(a, config, out, checkpoint, comm, log, on_record)
     except OSError as exc:        # the loop's own writes say more: this is the set-up's
         if exc.errno not in DISK_FULL:
             raise
-        raise TrainingError(f"could not write {exc.filename or out}: the disk is full ({exc.strerror}); no "
-                            f"step was trained in this start: free some space, then run the same command "
-                            f"again") from None
+        error = TrainingError(f"could not write {exc.filename or out}: the disk is full ({exc.strerror}); no "
+                              f"step was trained in this start: free some space, then run the same command "
+                              f"again")
+        error.everywhere = getattr(exc, "everywhere", False)
+        raise error from None
     finally:
-        lock.close()
+        if lock is not None:
+            lock.close()
+
+
+def _open_folder(a: TrainArgs, out: Path):
+    """The checkpoint to resume from (None for a new run, whose folder is made ready)."""
+    checkpoint = checkpoint_to_resume(a, out)
+    if not a.resume:
+        if latest_checkpoint(out) is not None:
+            raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
+                             f"it, or choose another --out")
+        start_fresh(out, a)
+    return checkpoint
 
 
 @dataclass
@@ -70,18 +101,21 @@ class Run:
     step: int                      # steps done
     last_ckpt: object              # the last checkpoint saved or resumed from; None before the first
     window: dict | None            # the restored sums since the last train record
+    comm: object = dist.Single()   # the data-parallel ranks (dist.py); one process: Single
     metrics: MetricsLog | None = None
 
     def record_eval(self) -> None:
-        self.metrics.record(dict(kind="eval", step=self.step, **evaluate(self.model, self.eval_batches),
-                                 unigram_baseline=self.baseline))
+        result = evaluate(self.model, self.eval_batches, self.comm)
+        self.metrics.record(dict(kind="eval", step=self.step, **result, unigram_baseline=self.baseline))
 
 
-def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record) -> RunResult:
+def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_record) -> RunResult:
     """``pretrain`` once the folder is checked and locked: set-up, the loop, the end."""
     accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
-    run = _set_up(a, config, out, checkpoint, log)
-    run.metrics = open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record)
+    dist.use_device(comm, a.device)
+    run = _set_up(a, config, out, checkpoint, comm, log)
+    run.metrics = comm.on_root(lambda: open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record)) \
+        or MetricsLog(None, [])
     stopped_by, end = None, a.stop_at if a.stop_at is not None else a.steps
     with contextlib.ExitStack() as closing:
         closing.callback(run.metrics.close)
@@ -91,7 +125,8 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record
         run.stream = Prefetch(run.stream)   # after the restore: it starts from the restored position
         closing.callback(run.stream.close)
         from tqdm.auto import tqdm
-        bar = tqdm(total=a.steps, initial=run.step, disable=not a.progress, unit="step", dynamic_ncols=True)
+        bar = tqdm(total=a.steps, initial=run.step, disable=not (a.progress and comm.is_root), unit="step",
+                   dynamic_ncols=True)
         closing.callback(bar.close)
         run.metrics.start(run.stream, run.window)
         # a diverging run overflows: the finiteness check reports it
@@ -100,11 +135,12 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log, on_record
             while run.step < end:
                 lr = a.lr * linear_warmup_decay(run.step, a.steps, a.warmup_steps)
                 train_step(run, lr)
+                stopping = comm.any(stop.received)    # every rank stops after the same step
                 # log, evaluate, save; a write that fails says which steps are lost
                 with writes(run.step, run.last_ckpt):
-                    _log_evaluate_save(run, lr, bar, save=bool(stop.received) or run.step == end)
-                if stop.received:
-                    stopped_by = stop.received
+                    _log_evaluate_save(run, lr, bar, save=stopping or run.step == end)
+                if stopping:
+                    stopped_by = stop.received or "SIGTERM"   # (another rank heard it first)
                     log(f"\n{stopped_by} received: saved {run.last_ckpt} at step {run.step}; "
                         f"continue with --resume")
                     break
@@ -120,15 +156,20 @@ def train_step(run: Run, lr: float) -> None:
 
     With ``--accum`` n, n micro-batches add up their gradients before the one AdamW step.
     """
-    a, model, scaler = run.a, run.model, run.scaler
-    model.seed_dropout((a.seed, run.step))        # dropout masks depend on (seed, step) only
+    a, model, scaler, comm = run.a, run.model, run.scaler, run.comm
+    # dropout masks depend on (seed, step) only (and the rank, with several processes)
+    model.seed_dropout(comm.dropout_seed(a.seed, run.step))
     loss_scale = scaler.scale if scaler is not None else 1.0
     sums = {}
     for micro in range(a.accum):
-        batch = run.stream.next_batch()
-        out = model.forward(**batch, train=True)   # the logits and both losses
-        model.backward(accumulate=micro > 0, loss_scale=loss_scale)
-        sums = add(sums, batch_stats(out, batch))
+        batch = run.stream.next_batch()            # the global batch: every rank draws the same one
+        mine = comm.share(batch)                   # this rank's rows (all of them, in one process)
+        out = model.forward(**mine, train=True)    # the logits and both losses
+        # each loss summed over these rows and divided by the global batch's counts
+        model.backward(accumulate=micro > 0, loss_scale=loss_scale, loss_counts=comm.loss_counts(batch))
+        sums = add(sums, batch_stats(out, mine))
+    comm.allreduce_grads(model.params.grad)        # the ranks' gradients summed: the global batch's
+    sums = comm.reduce_step(sums)                  # and the step's metrics
     if a.accum > 1 or loss_scale != 1.0:
         # the mean over micro-batches, and the loss scale taken out again
         model.params.grad *= 1.0 / (a.accum * loss_scale)
@@ -167,17 +208,26 @@ def _log_evaluate_save(run: Run, lr: float, bar, save: bool) -> None:
     if step % a.eval_every == 0 or step == a.steps:
         run.record_eval()
     if save or step % a.save_every == 0:
-        try:
-            run.last_ckpt = save_run(run.out, step, run.model, run.opt, run.stream, run.identity, a.keep,
-                                     run.scaler, run.metrics.window_state(run.stream))
-        except TrainingError as exc:
-            raise TrainingError(f"{exc}. Last good checkpoint: {run.last_ckpt or 'none'}. "
-                                f"Try a lower --lr.") from None
+        # rank 0 writes while the others wait; a failure there stops every rank
+        run.last_ckpt = run.comm.bcast(run.comm.on_root(lambda: _save(run)))
 
 
-def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log) -> Run:
+def _save(run: Run) -> Path:
+    a = run.a
+    try:
+        return save_run(run.out, run.step, run.model, run.opt, run.stream, run.identity, a.keep,
+                        run.scaler, run.metrics.window_state(run.stream))
+    except TrainingError as exc:
+        raise TrainingError(f"{exc}. Last good checkpoint: {run.last_ckpt or 'none'}. "
+                            f"Try a lower --lr.") from None
+
+
+def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) -> Run:
     """The data, the model, AdamW (restored from ``checkpoint`` if there is one), and what is known of them."""
-    corpus, tokenizer, stream, eval_batches = prepare_data(a, out, log)
+    # rank 0 first: it writes the vocabulary and fills the token cache; the others then read them
+    data = comm.on_root(lambda: prepare_data(a, out, log))
+    corpus, tokenizer, stream, eval_batches = comm.everywhere(
+        lambda: data if comm.is_root else prepare_data(a, out, log, follower=True))
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
     model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
@@ -185,7 +235,9 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log) -> Run
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
     scaler = LossScaler() if a.mixed_precision else None
     identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
-    step, window = restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else (0, None)
+    step, window = comm.everywhere(
+        lambda: restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else (0, None))
+    comm.broadcast_arrays(model.params.data, opt.m, opt.v)   # the same start on every rank, by construction
 
     baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
     log(f"corpus: {corpus}")
@@ -204,8 +256,11 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, log) -> Run
             after = min(step - step % a.log_every + a.log_every, a.steps)
             log(f"note: {checkpoint} holds no sums of the steps since the last train record (older "
                 f"checkpoints do not): the record of step {after} averages steps {step + 1} to {after} only")
+    if comm.size > 1:
+        log(f"data parallel: {comm.size} processes, {a.batch_size // comm.size} of the {a.batch_size} "
+            f"sequences of each batch on each")
     return Run(a, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
-               checkpoint, window)
+               checkpoint, window, comm)
 
 
 def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
@@ -214,6 +269,8 @@ def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
     final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
     result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=run.model,
                        tokenizer=run.tokenizer, stopped_by=stopped_by)
+    if not run.comm.is_root:    # rank 0 writes the model and the plot
+        return result
     if step == a.steps:
         with writes(step, run.last_ckpt, what=out / "model"):
             export_dir = export_model(run.model, run.tokenizer, out)

@@ -65,17 +65,23 @@ def add(total: dict, part: dict) -> dict:
     return {k: total.get(k, 0) + v for k, v in part.items()}
 
 
-def evaluate(model, eval_batches) -> dict:
+def evaluate(model, eval_batches, comm=None) -> dict:
     """Held-out MLM loss and accuracy, NSP loss and accuracy (dropout off).
 
     ``nsp_majority`` is the accuracy of always answering the more common NSP
     label of these batches: the bar NSP accuracy must clear, besides 50%.
+    ``comm``: the data-parallel ranks (``dist.py``), each of which evaluates
+    its share of every batch; the sums are added over the ranks.
     """
     sums = {}
     for batch in eval_batches:
-        out = model.forward(**batch, train=False)
-        sums = add(sums, batch_stats(out, batch))
+        mine = comm.share(batch) if comm is not None else batch
+        if len(mine["nsp_labels"]):        # a batch smaller than the number of ranks leaves some idle
+            out = model.forward(**mine, train=False)
+            sums = add(sums, batch_stats(out, mine))
     model.release()  # an evaluation is never back-propagated
+    if comm is not None:
+        sums = comm.reduce_step(sums)
     not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
     return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next),
                 n_pairs=sums["n_nsp"], n_masked=sums["n_mlm"])
@@ -112,13 +118,15 @@ class MetricsLog:
     as a run that never stopped.
     """
 
-    def __init__(self, path: Path, history: list, on_record=None):
+    def __init__(self, path: Path | None, history: list, on_record=None):
+        """``path`` None: no file (a data-parallel rank other than 0 keeps the sums and writes nothing)."""
         self.history, self.on_record = history, on_record
         self.window, self._t0 = {}, time.perf_counter()
-        self._file = LineFile(path)
+        self._file = LineFile(path) if path is not None else None
 
     def record(self, entry: dict) -> None:
-        self._file.append(json.dumps(entry))
+        if self._file is not None:
+            self._file.append(json.dumps(entry))
         self.history.append(entry)
         if self.on_record is not None:
             self.on_record(entry)
@@ -152,7 +160,8 @@ class MetricsLog:
         stream.wait_s = window["data_wait_s"]
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 

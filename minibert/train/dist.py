@@ -1,0 +1,309 @@
+"""Data parallelism: N processes compute the step that one process computes on the same batch.
+
+Launched as ``mpiexec -n N python -m mpi4py -m minibert pretrain ...``.  Every
+rank builds the same model from the same seed and draws the same global batch
+of ``--batch-size`` sequences (the order and masking depend on the seed alone);
+rank r runs forward and backward on its slice of the rows.  The loss of the
+global batch is a sum over its rows divided by global counts,
+
+    L = sum_i l_mlm(i) / M  +  sum_b l_nsp(b) / B,
+
+with M the masked tokens of the whole batch and B its sequences, so each rank
+differentiates its own part of those sums divided by the *global* M and B
+(not its own: the ranks' masked counts differ, and the mean of their means is
+not the batch's mean).  The ranks' gradients then add up to the gradient of L:
+one sum over all ranks (an allreduce) of one flat buffer per optimiser step,
+after the ``--accum`` micro-batches, and every rank clips and applies the same
+AdamW update to the same weights.
+
+``Single`` is one process: every collective is the identity.  ``MPIComm``
+sums over MPI, on the host, or with NCCL on the GPUs (``nccl.py``).  Only
+rank 0 prints and writes files; a failure anywhere is agreed on by all ranks,
+so that rank 0 reports it in one line and nobody waits forever.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..constants import IGNORE_INDEX
+from .errors import PeerError, agreed
+
+# set by the launchers: MPICH/Hydra (PMI_SIZE), Open MPI, Slurm's srun
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
+# the order of a step's sums in the host allreduce
+STAT_KEYS = ("mlm_loss", "nsp_loss", "mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens")
+_COUNTS = frozenset({"mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens"})
+
+
+class Single:
+    """One process: the identity for every collective."""
+
+    rank, size, is_root = 0, 1, True
+    seconds = 0.0          # time spent summing gradients over ranks: none
+
+    def share(self, batch: dict) -> dict:
+        return batch
+
+    def loss_counts(self, batch: dict):
+        return None          # each loss divided by this batch's own counts
+
+    def dropout_seed(self, seed: int, step: int):
+        return (seed, step)
+
+    def allreduce_grads(self, buf) -> None:
+        pass
+
+    def reduce_step(self, sums: dict) -> dict:
+        return sums
+
+    def any(self, flag) -> bool:
+        return bool(flag)
+
+    def everywhere(self, fn):
+        return fn()
+
+    def on_root(self, fn):
+        return fn()
+
+    def broadcast_arrays(self, *arrays) -> None:
+        pass
+
+    def bcast(self, value):
+        return value
+
+    def close(self) -> None:
+        pass
+
+
+class MPIComm(Single):
+    """N processes over MPI: rank ``rank`` of ``size``."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.is_root = self.rank == 0
+        self.grads = None      # set by use_device: the gradient sum (MPI on the host, NCCL on GPUs)
+        self.seconds = 0.0     # spent in allreduce_grads (on a GPU: launching it; NCCL runs asynchronously)
+
+    # ---------------------------------------------------------------- the batch
+    def share(self, batch: dict) -> dict:
+        """This rank's rows of the global batch: the r-th of N equal runs of rows."""
+        B = len(batch["input_ids"])
+        lo, hi = self.rank * B // self.size, (self.rank + 1) * B // self.size
+        return {k: v[lo:hi] for k, v in batch.items()}
+
+    def loss_counts(self, batch: dict):
+        """(masked tokens, sequences) of the global batch: what both losses are divided by."""
+        return int((np.asarray(batch["mlm_labels"]) != IGNORE_INDEX).sum()), len(batch["nsp_labels"])
+
+    def dropout_seed(self, seed: int, step: int):
+        return (seed, step, self.rank)    # each rank's rows get masks of their own
+
+    # ---------------------------------------------------------------- sums
+    def allreduce_grads(self, buf) -> None:
+        """Sum the flat gradient buffer over the ranks, in place (``seconds``: the time it took, in all)."""
+        t0 = time.perf_counter()
+        self.grads(buf)
+        self.seconds += time.perf_counter() - t0
+
+    def _host_allreduce(self, buf) -> None:
+        from mpi4py import MPI
+        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+
+    def reduce_step(self, sums: dict) -> dict:
+        """A step's (or an evaluation's) sums over all ranks, in float64: one small allreduce."""
+        v = np.array([float(sums.get(k, 0)) for k in STAT_KEYS])
+        self._host_allreduce(v)
+        return {k: int(round(x)) if k in _COUNTS else float(x) for k, x in zip(STAT_KEYS, v)}
+
+    def any(self, flag) -> bool:
+        """True on every rank if ``flag`` is true on any (a stop signal, say)."""
+        from mpi4py import MPI
+        return bool(self.comm.allreduce(int(bool(flag)), op=MPI.MAX))
+
+    def broadcast_arrays(self, *arrays) -> None:
+        """Rank 0's values of these arrays, everywhere (in place; at the start only)."""
+        for a in arrays:
+            if hasattr(a, "get"):          # CuPy: through the host, once per run
+                host = a.get()
+                self.comm.Bcast(host, root=0)
+                a.set(host)
+            else:
+                self.comm.Bcast(a, root=0)
+
+    def bcast(self, value):
+        """Rank 0's ``value`` (a small picklable one), everywhere."""
+        return self.comm.bcast(value, root=0)
+
+    # ---------------------------------------------------------------- failures
+    def everywhere(self, fn):
+        """Run ``fn`` on every rank; if it fails on any, raise on all (the first failing rank's error)."""
+        result, error = _attempt(fn)
+        errors = self.comm.allgather(error[1] if error else None)
+        return _result_or_raise(self.rank, result, error, errors)
+
+    def on_root(self, fn):
+        """Run ``fn`` on rank 0 alone while the others wait; a failure there is raised on all.
+
+        Returns ``fn()``'s result on rank 0, None elsewhere (``bcast`` sends a value on).
+        """
+        result, error = _attempt(fn) if self.is_root else (None, None)
+        message = self.comm.bcast(error[1] if error else None, root=0)
+        return _result_or_raise(self.rank, result, error, [message])
+
+    def close(self) -> None:
+        if self.grads is not None and hasattr(self.grads, "close"):
+            self.grads.close()
+
+
+def _attempt(fn):
+    try:
+        return fn(), None
+    except Exception as exc:           # handed to the other ranks, then raised here too
+        return None, (exc, (type(exc).__name__, str(exc)))
+
+
+def _result_or_raise(rank, result, error, errors):
+    failed = [(r, e) for r, e in enumerate(errors) if e is not None]
+    if not failed:
+        return result
+    if error is not None:
+        raise agreed(error[0])
+    r, (kind, message) = failed[0]
+    raise agreed(PeerError(f"rank {r}: {message}", kind))
+
+
+# -------------------------------------------------------------------- start-up
+
+def launched_size() -> int:
+    """How many processes the launcher started (1 when not under mpiexec)."""
+    for name in _SIZE_VARS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
+_WORLD = []   # the MPIComm of this process, once made
+
+
+def world():
+    """``Single``, or an ``MPIComm`` over all processes when launched by mpiexec with N > 1."""
+    if _WORLD:
+        return _WORLD[0]
+    if launched_size() <= 1:
+        return Single()
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise RuntimeError(f"started as {launched_size()} processes, but mpi4py is not installed: "
+                           f'pip install "minibert[dist]" (mpi4py and MPICH), then launch with '
+                           f"mpiexec -n N python -m mpi4py -m minibert pretrain ...") from None
+    if MPI.COMM_WORLD.Get_size() <= 1:
+        return Single()
+    _WORLD.append(MPIComm(MPI.COMM_WORLD))
+    return _WORLD[0]
+
+
+def current():
+    """The ranks of this process's job if ``world()`` made them, else ``Single``."""
+    return _WORLD[0] if _WORLD else Single()
+
+
+def leave(exc: BaseException, report) -> None:
+    """How a data-parallel rank leaves after ``exc``: ``report(message)`` prints it.
+
+    An error every rank raised (``agreed``) is printed by rank 0 alone, and the
+    ranks finish MPI together, so the job ends with the command's exit status and
+    nothing else.  An error of this rank alone is printed with the rank's number,
+    and the job is aborted: the other ranks would otherwise wait for it forever.
+    """
+    comm = current()
+    if comm.size == 1:
+        report(str(exc))
+        return
+    if getattr(exc, "everywhere", False):
+        if comm.is_root:
+            report(str(exc))
+        comm.comm.Barrier()
+        from mpi4py import MPI
+        MPI.Finalize()
+        return
+    report(f"(rank {comm.rank} of {comm.size}) {exc}")
+    comm.comm.Abort(1)
+
+
+def check_run(comm, a) -> None:
+    """Refuse, on every rank alike, what N processes cannot run: called before any work."""
+    if comm.size == 1:
+        return
+    mine = _fingerprint(a)
+    everyone = comm.comm.allgather(mine)
+    for r, theirs in enumerate(everyone):
+        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if diff:
+            raise agreed(ValueError(
+                f"rank {r} was started differently from rank {comm.rank}: "
+                + ", ".join(f"{k}: {theirs.get(k)!r} vs {mine.get(k)!r}" for k in diff[:4])
+                + "; start every rank with the same command and the same minibert"))
+    if a.batch_size % comm.size:
+        raise agreed(ValueError(
+            f"--batch-size {a.batch_size} (the global batch) does not divide among {comm.size} processes; "
+            f"use a multiple of {comm.size}, e.g. {(a.batch_size // comm.size + 1) * comm.size}"))
+
+
+def _fingerprint(a) -> dict:
+    """What must be the same on every rank: the settings, minibert's code, NumPy's version."""
+    import minibert
+    settings = {f"--{k.replace('_', '-')}": v for k, v in asdict(a).items()}
+    return dict(settings, minibert=f"{minibert.__version__} ({_source_hash()})", numpy=np.__version__)
+
+
+def _source_hash() -> str:
+    """A short hash of minibert's own source files: two installs differ here even at one version."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def local_rank(comm) -> tuple[int, int]:
+    """(this rank's index among the ranks on its node, how many ranks that node runs)."""
+    from mpi4py import MPI
+    node = comm.comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank(), node.Get_size()
+    finally:
+        node.Free()
+
+
+def use_device(comm, device: str) -> None:
+    """Pick this rank's device and how its gradients are summed: MPI on the host, NCCL on GPUs.
+
+    On the CPU the ranks of a node share its cores: unless ``MINIBERT_NUM_THREADS``
+    says otherwise, each rank's kernels and BLAS get cores / ranks threads (the
+    results do not depend on the number of threads).
+    """
+    if comm.size == 1:
+        return
+    if device == "cuda":
+        from .nccl import NcclGrads, select_gpu
+        comm.everywhere(lambda: select_gpu(comm))
+        comm.grads = NcclGrads(comm)
+        return
+    comm.grads = comm._host_allreduce
+    if not os.environ.get("MINIBERT_NUM_THREADS", "").strip():
+        from threadpoolctl import threadpool_limits
+
+        from .. import accel
+        share = max(1, len(os.sched_getaffinity(0)) // local_rank(comm)[1])
+        accel.set_num_threads(share)
+        threadpool_limits(share, user_api="blas")
