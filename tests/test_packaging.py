@@ -14,7 +14,7 @@ def _split(req):
 def _pyproject():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(data["dependencies"])
-    for extra in ("test", "notebooks"):
+    for extra in ("test", "notebooks", "dist"):
         reqs += data["optional-dependencies"][extra]
     return dict(_split(r) for r in reqs)
 
@@ -54,3 +54,10 @@ def test_the_test_references_are_pinned():
 def test_gpu_extra_is_cupy():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(r.startswith("cupy-cuda12x") for r in data["optional-dependencies"]["gpu"])
+
+
+def test_the_test_extra_brings_the_dist_extra():
+    # make test starts real MPI jobs (tests/test_dist.py)
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(data["dist"]) <= set(data["test"])
+    assert {_split(r)[0] for r in data["dist"]} == {"mpi4py", "mpich"}
