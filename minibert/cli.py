@@ -31,6 +31,9 @@ The run writes into --out:
 Ctrl-C or SIGTERM saves a checkpoint and exits with status 0; --resume continues
 exactly where the run stopped (the same losses as an uninterrupted run on the CPU).
 A NaN loss stops the run, names the step and the last good checkpoint, and saves nothing.
+
+Several processes train one model with MPI (pip install "minibert[dist]"):
+  mpiexec -n 2 python -m mpi4py -m minibert pretrain ... (--batch-size is the global batch)
 """
 
 PRETRAIN_EXAMPLES = """\

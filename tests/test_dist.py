@@ -281,3 +281,136 @@ def test_the_readme_command_runs_as_printed(tmp_path):
     out = tmp_path / words[words.index("--out") + 1]
     assert (out / "model" / "model.safetensors").is_file() and (out / "loss.png").is_file()
     assert done.stdout.count("data parallel: 2 processes") == 1
+
+
+# ---------------------------------------------------------------- in one process
+
+def small_model():
+    import minibert as mb
+    config = mb.BertConfig(vocab_size=50, hidden_size=12, num_hidden_layers=2, num_attention_heads=3,
+                           intermediate_size=20, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0)
+    return mb.BertForPreTraining(config, seed=3, dtype="float64")
+
+
+def gradient(model, batches, loss_counts=None) -> np.ndarray:
+    for i, part in enumerate(batches):
+        model.forward(**part, train=True)
+        model.backward(accumulate=i > 0, loss_counts=loss_counts)
+    return model.params.grad.copy()
+
+
+def halves(batch):
+    return [{k: v[:2] for k, v in batch.items()}, {k: v[2:] for k, v in batch.items()}]
+
+
+def test_slices_with_the_global_counts_add_up_to_the_whole_batch(rng):
+    from conftest import padded_batch
+    # 3 + 1 masked tokens in the first half, 1 + 1 in the second: the halves' counts differ
+    batch = padded_batch(rng, 50, B=4, T=11, n_labels=(3, 1, 1, 1))
+    model = small_model()
+    whole = gradient(model, [batch])
+    counts = (int((batch["mlm_labels"] != -100).sum()), 4)
+    summed = gradient(model, halves(batch), loss_counts=counts)
+    assert np.abs(summed - whole).max() <= 1e-12 * np.abs(whole).max()
+    # the trap: each half divided by its own count, then averaged, is another gradient
+    mean_of_means = gradient(model, halves(batch)) / 2
+    assert np.abs(mean_of_means - whole).max() > 1e-3 * np.abs(whole).max()
+
+
+@pytest.mark.parametrize("bad", [(0, 4), (3,), (2.5, 4), "ab", (True, 4), (-1, 2)])
+def test_loss_counts_are_checked(rng, bad):
+    from conftest import padded_batch
+    model = small_model()
+    model.forward(**padded_batch(rng, 50, B=2, T=8))
+    with pytest.raises(ValueError, match="loss_counts"):
+        model.backward(loss_counts=bad)
+
+
+class FakeMPI:
+    """The calls MPIComm makes of an mpi4py communicator, for rank ``rank`` of ``size``."""
+
+    def __init__(self, rank, size):
+        self.rank, self.size = rank, size
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
+
+    def bcast(self, value, root=0):
+        return value
+
+
+def test_each_rank_takes_its_rows_and_divides_by_the_global_counts(rng):
+    from conftest import padded_batch
+    from minibert.train.dist import MPIComm
+    batch = padded_batch(rng, 50, B=6, T=9, n_labels=(2, 1, 3))
+    parts = [MPIComm(FakeMPI(r, 3)).share(batch) for r in range(3)]
+    for k in batch:
+        np.testing.assert_array_equal(np.concatenate([p[k] for p in parts]), batch[k])
+    assert [len(p["nsp_labels"]) for p in parts] == [2, 2, 2]
+    masked = [int((p["mlm_labels"] != -100).sum()) for p in parts]
+    assert len(set(masked)) > 1        # the ranks' counts differ; every rank divides by their sum
+    assert MPIComm(FakeMPI(1, 3)).loss_counts(batch) == (sum(masked), 6)
+    assert MPIComm(FakeMPI(1, 3)).dropout_seed(7, 5) == (7, 5, 1)
+
+
+def fake_cupy(monkeypatch, gpus=2, nccl_available=True):
+    """A stand-in for CuPy's device and NCCL calls, recording them: no GPU is needed to follow the path."""
+    import types
+    calls = []
+
+    class Communicator:
+        def __init__(self, size, uid, rank):
+            calls.append(("init", size, uid, rank))
+
+        def allReduce(self, send, recv, count, dtype, op, stream):
+            calls.append(("allReduce", send, recv, count, dtype, op, stream))
+
+        def destroy(self):
+            calls.append(("destroy",))
+
+    nccl = types.SimpleNamespace(available=nccl_available, get_unique_id=lambda: "uid-of-rank-0",
+                                 NcclCommunicator=Communicator, NCCL_FLOAT32="f32", NCCL_FLOAT64="f64",
+                                 NCCL_FLOAT16="f16", NCCL_SUM="sum")
+    device = types.SimpleNamespace(use=lambda: None)
+    cuda = types.SimpleNamespace(
+        nccl=nccl, runtime=types.SimpleNamespace(getDeviceCount=lambda: gpus),
+        Device=lambda i: (calls.append(("device", i)), device)[1],
+        get_current_stream=lambda: types.SimpleNamespace(ptr=1234))
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = cuda
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
+    return calls
+
+
+def test_the_nccl_path_joins_with_rank_0s_id_and_sums_the_buffer_in_place(monkeypatch):
+    import types
+
+    from minibert.train import dist, nccl
+    calls = fake_cupy(monkeypatch)
+    monkeypatch.setattr(dist, "local_rank", lambda comm: (1, 2))
+    comm = dist.MPIComm(FakeMPI(1, 2))
+    assert nccl.select_gpu(comm) == 1
+    grads = nccl.NcclGrads(comm)
+    buf = types.SimpleNamespace(flags=types.SimpleNamespace(c_contiguous=True), size=10, dtype=np.dtype("float32"),
+                                data=types.SimpleNamespace(ptr=99))
+    grads(buf)
+    grads.close()
+    assert calls == [("device", 1), ("init", 2, None, 1), ("allReduce", 99, 99, 10, "f32", "sum", 1234),
+                     ("destroy",)]
+
+
+def test_the_nccl_path_refuses_fewer_gpus_than_ranks_and_a_cupy_without_nccl(monkeypatch):
+    from minibert.train import dist, nccl
+    fake_cupy(monkeypatch, gpus=1, nccl_available=False)
+    monkeypatch.setattr(dist, "local_rank", lambda comm: (0, 2))
+    comm = dist.MPIComm(FakeMPI(0, 2))
+    with pytest.raises(ValueError, match="this node starts 2 processes and CUDA sees 1 GPU;"):
+        nccl.select_gpu(comm)
+    with pytest.raises(RuntimeError, match="built without it"):
+        nccl.NcclGrads(comm)

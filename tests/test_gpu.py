@@ -267,3 +267,16 @@ def test_a_batch_without_mlm_labels_on_the_gpu(dtype, rng):
     gpu.backward()
     g = cupy.asnumpy(gpu.params.grad)
     assert np.linalg.norm(g - cpu.params.grad) <= 1e-4 * np.linalg.norm(cpu.params.grad)
+
+
+def test_two_gpus_with_nccl_compute_what_one_gpu_computes(tmp_path):
+    # one process per GPU, the gradients summed by NCCL on the devices (minibert/train/nccl.py)
+    import cupy
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs: one per process")
+    from test_dist import assert_same_records, assert_same_weights, final_weights, job, options, records
+    one, two = tmp_path / "one", tmp_path / "two"
+    job(1, options(device="cuda", out=one))
+    job(2, options(device="cuda", out=two))
+    assert_same_records(records(one), records(two))
+    assert_same_weights(final_weights(one), final_weights(two))

@@ -20,7 +20,8 @@ never stopped.
 The package, by job: ``args`` (the settings and their checks), ``data`` (the
 corpus, the vocabulary, the stream of masked batches), ``loop`` (``pretrain``
 and ``train_step``), ``metrics`` (what is measured, ``metrics.jsonl``),
-``checkpoints`` (saving and restoring a run), ``run_folder`` (the run's
+``checkpoints`` (saving and restoring a run), ``dist`` and ``nccl`` (several
+processes training one model), ``run_folder`` (the run's
 folder: lock, fresh start, history, export), ``signals``, ``plot`` and
 ``errors``.  ``fill_mask`` lives in ``minibert.inference``.
 """
