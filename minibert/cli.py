@@ -181,6 +181,9 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
         kind = getattr(exc, "kind", type(exc).__name__)     # a PeerError: the other rank's error
         return _fail(ns, exc, str(exc), 1 if kind == "TrainingError" else 2)
+    except Exception:
+        dist.abort_on_crash()   # several processes: a bug in one ends the job (even without -m mpi4py)
+        raise
 
 
 def _fail(ns, exc, message: str, status: int) -> int:

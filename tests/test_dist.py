@@ -393,9 +393,8 @@ def test_the_nccl_path_joins_with_rank_0s_id_and_sums_the_buffer_in_place(monkey
 
     from minibert.train import dist, nccl
     calls = fake_cupy(monkeypatch)
-    monkeypatch.setattr(dist, "local_rank", lambda comm: (1, 2))
     comm = dist.MPIComm(FakeMPI(1, 2))
-    assert nccl.select_gpu(comm) == 1
+    assert nccl.select_gpu(1, 2) == 1
     grads = nccl.NcclGrads(comm)
     buf = types.SimpleNamespace(flags=types.SimpleNamespace(c_contiguous=True), size=10, dtype=np.dtype("float32"),
                                 data=types.SimpleNamespace(ptr=99))
@@ -408,9 +407,8 @@ def test_the_nccl_path_joins_with_rank_0s_id_and_sums_the_buffer_in_place(monkey
 def test_the_nccl_path_refuses_fewer_gpus_than_ranks_and_a_cupy_without_nccl(monkeypatch):
     from minibert.train import dist, nccl
     fake_cupy(monkeypatch, gpus=1, nccl_available=False)
-    monkeypatch.setattr(dist, "local_rank", lambda comm: (0, 2))
     comm = dist.MPIComm(FakeMPI(0, 2))
     with pytest.raises(ValueError, match="this node starts 2 processes and CUDA sees 1 GPU;"):
-        nccl.select_gpu(comm)
+        nccl.select_gpu(0, 2)
     with pytest.raises(RuntimeError, match="built without it"):
         nccl.NcclGrads(comm)

@@ -35,7 +35,7 @@ from ..constants import IGNORE_INDEX
 from .errors import PeerError, agreed
 
 # set by the launchers: MPICH/Hydra (PMI_SIZE), Open MPI, Slurm's srun
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 # the order of a step's sums in the host allreduce
 STAT_KEYS = ("mlm_loss", "nsp_loss", "mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens")
 _COUNTS = frozenset({"mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens"})
@@ -118,6 +118,9 @@ class MPIComm(Single):
 
     def reduce_step(self, sums: dict) -> dict:
         """A step's (or an evaluation's) sums over all ranks, in float64: one small allreduce."""
+        unknown = set(sums) - set(STAT_KEYS)
+        if unknown:
+            raise KeyError(f"reduce_step: no place for {sorted(unknown)} in STAT_KEYS")
         v = np.array([float(sums.get(k, 0)) for k in STAT_KEYS])
         self._host_allreduce(v)
         return {k: int(round(x)) if k in _COUNTS else float(x) for k, x in zip(STAT_KEYS, v)}
@@ -216,6 +219,15 @@ def current():
     return _WORLD[0] if _WORLD else Single()
 
 
+def abort_on_crash() -> None:
+    """An unexpected error in one process of several: its traceback, then the whole job ended."""
+    comm = current()
+    if comm.size > 1:
+        import traceback
+        traceback.print_exc()
+        comm.comm.Abort(1)
+
+
 def leave(exc: BaseException, report) -> None:
     """How a data-parallel rank leaves after ``exc``: ``report(message)`` prints it.
 
@@ -296,7 +308,7 @@ def use_device(comm, device: str) -> None:
         return
     if device == "cuda":
         from .nccl import NcclGrads, select_gpu
-        comm.everywhere(lambda: select_gpu(comm))
+        comm.everywhere(lambda: select_gpu(*local_rank(comm)))
         comm.grads = NcclGrads(comm)
         return
     comm.grads = comm._host_allreduce

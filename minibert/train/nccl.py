@@ -13,12 +13,10 @@ import numpy as np
 from .errors import agreed
 
 
-def select_gpu(comm) -> int:
-    """Make GPU <local rank> this process's device; refuse a node with fewer GPUs than ranks."""
+def select_gpu(index: int, on_node: int) -> int:
+    """Make GPU ``index`` (the rank's index on its node) this process's device; refuse a node with
+    fewer GPUs than the ``on_node`` ranks it runs."""
     import cupy
-
-    from .dist import local_rank
-    index, on_node = local_rank(comm)
     visible = cupy.cuda.runtime.getDeviceCount()
     # every rank of the node sees the same count: all raise alike
     if visible < on_node:
