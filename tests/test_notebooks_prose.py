@@ -218,8 +218,35 @@ def claims_09(outputs):
     yield "({} to {} along the main one)".format(*span(others))
 
 
+# ------------------------------------------------------------------ 11 data parallelism
+def claims_11(outputs):
+    t = output_with(outputs, "its part of the naive gradient")
+    k, M, m0, m1 = numbers(t, r"^batch (\d+): M = (\d+) masked positions, (\d+) on rank 0 and (\d+) on rank 1")
+    (f0,) = numbers(t, r"^rank 0: its part of the naive gradient \(decoder bias\) is " + NUM)
+    (f1,) = numbers(t, r"^rank 1: its part of the naive gradient \(decoder bias\) is " + NUM)
+    (off,) = numbers(t, r"^the whole naive gradient is off by (\d+\.\d)%")
+    table = output_with(outputs, "mean of the means")
+    l0, l1, means, whole = numbers(table, rf"^\s*{k}\s+{m0}\s+{m1}\s+" + r"\s+".join([NUM] * 4))
+    gap = float(means) - float(whole)
+    share = int(m0) / int(M)
+    assert abs(gap - (float(l0) - float(l1)) * (0.5 - share)) < 2e-3, "the prose's formula for the gap"
+    yield (f"It is largest in batch {k}, whose halves hold {m0} and {m1} masked positions, with mean losses "
+           f"{l0} and {l1}, and the mean of the means, {means}, is below the batch's mean, {whole}")
+    yield (f"by ${float(l0) - float(l1):.3f} \\times (0.5 - {share:.1f}) = {gap:.3f}$. That is "
+           f"{abs(gap) / float(whole):.1%} of the loss")
+    yield f"here {f0} and {f1}"
+    yield f"the gradient as a whole is off by {off}%"
+
+    t = output_with(outputs, "predicted time of one ring allreduce")
+    pcie, nvlink, ethernet = numbers(t, r"^\s*8\s+\d+\s+" + r"\s+".join([NUM] * 3))
+    (step,) = numbers(t, r"measured, in milliseconds: " + NUM)
+    share = {name: round(100 * float(v) / float(step)) for name, v in (("nvlink", nvlink), ("pcie", pcie))}
+    yield (f"next to the {step} ms of the H100's step, summing over NVLink adds {nvlink} ms with 8 workers "
+           f"({share['nvlink']}%), over PCIe {pcie} ms ({share['pcie']}%), and over 100 Gb/s Ethernet {ethernet} ms")
+
+
 CLAIMS = {"03_attention.ipynb": claims_03, "04_masked_lm.ipynb": claims_04,
-          "09_what_bert_is_not.ipynb": claims_09}
+          "09_what_bert_is_not.ipynb": claims_09, "11_data_parallelism.ipynb": claims_11}
 
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
