@@ -316,6 +316,10 @@ def use_device(comm, device: str) -> None:
         from threadpoolctl import threadpool_limits
 
         from .. import accel
-        share = max(1, len(os.sched_getaffinity(0)) // local_rank(comm)[1])
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:      # not Linux (macOS, Windows): every core of the machine
+            cores = os.cpu_count() or 1
+        share = max(1, cores // local_rank(comm)[1])
         accel.set_num_threads(share)
         threadpool_limits(share, user_api="blas")
