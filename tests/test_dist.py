@@ -266,6 +266,15 @@ def test_cuda_without_gpus_is_one_line(tmp_path):
     assert "cuda" in one_error_line(done).lower()
 
 
+def test_mpiexec_without_mpi4py_is_one_line(tmp_path):
+    code = ("import sys; sys.modules['mpi4py'] = None; from minibert.cli import main; "
+            f"sys.exit(main(sys.argv[1:]))")
+    args = [str(MPIEXEC), "-n", "2", sys.executable, "-c", code, "pretrain", *options(out=tmp_path / "r")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, env=environment())
+    line = one_error_line(done)
+    assert "started as 2 processes, but mpi4py is not installed" in line and "minibert[dist]" in line
+
+
 def readme_command() -> list[str]:
     text = (ROOT / "README.md").read_text()
     found = re.findall(r"^\s*(mpiexec -n \d+ python -m mpi4py -m minibert pretrain[^\n]*)$", text, re.M)

@@ -238,7 +238,9 @@ def leave(exc: BaseException, report) -> None:
     """
     comm = current()
     if comm.size == 1:
-        report(str(exc))
+        # started by mpiexec but without MPI (mpi4py missing): every process fails alike, rank 0 says so
+        if os.environ.get("PMI_RANK", "0") == "0":
+            report(str(exc))
         return
     if getattr(exc, "everywhere", False):
         if comm.is_root:
