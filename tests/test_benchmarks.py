@@ -1,7 +1,11 @@
 """The benchmark scripts still run (tiny shapes: a smoke test, not a measurement)."""
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,3 +37,21 @@ def test_bench_step_smoke_in_mixed_precision():
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--smoke",
                           "--mixed-precision", "--dtype", "float64"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "needs --dtype float32" in bad.stderr
+
+
+def test_bench_dist_smoke_runs_one_and_two_processes(tmp_path):
+    pytest.importorskip("mpi4py")
+    beside = Path(sys.executable).parent / "mpiexec"
+    if not beside.exists() and shutil.which("mpiexec") is None:
+        pytest.skip("no mpiexec (MPICH) to launch two processes with")
+    out = tmp_path / "dist.json"
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dist.py"), "--smoke", "--json", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "| 1 x " in res.stdout and "| 2 x " in res.stdout     # 1 process, then 2
+    assert "## Model (not measured)" in res.stdout and "| 100 Gb/s Ethernet | 64 |" in res.stdout
+    measured = json.loads(out.read_text())["measured"]
+    one, two = (next(r for r in measured if r["nproc"] == n) for n in (1, 2))
+    assert one["step_s"] > 0 and two["step_s"] > 0 and two["speedup"] > 0
+    assert len(two["steps_s"]) == 2 and 0 < two["allreduce_share"] < 1 and two["bare_allreduce_s"] > 0
+    assert one["params"] == two["params"] and one["allreduce_share"] == 0
