@@ -1,5 +1,7 @@
 """Data parallelism: N processes compute the step that one process computes on the same batch.
 
+(The same step without dropout: each rank draws its own dropout masks.)
+
 Launched as ``mpiexec -n N python -m mpi4py -m minibert pretrain ...``.  Every
 rank builds the same model from the same seed and draws the same global batch
 of ``--batch-size`` sequences (the order and masking depend on the seed alone);
@@ -314,14 +316,14 @@ def use_device(comm, device: str) -> None:
         comm.grads = NcclGrads(comm)
         return
     comm.grads = comm._host_allreduce
-    if not os.environ.get("MINIBERT_NUM_THREADS", "").strip():
-        from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-        from .. import accel
+    from .. import accel
+    if not os.environ.get("MINIBERT_NUM_THREADS", "").strip():
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:      # not Linux (macOS, Windows): every core of the machine
             cores = os.cpu_count() or 1
-        share = max(1, cores // local_rank(comm)[1])
-        accel.set_num_threads(share)
-        threadpool_limits(share, user_api="blas")
+        accel.set_num_threads(max(1, cores // local_rank(comm)[1]))
+    # BLAS outside the kernels' blocks gets as many threads as the kernels, not every core
+    threadpool_limits(accel.num_threads(), user_api="blas")
