@@ -217,6 +217,9 @@ def _terminate_as_interrupt():
 
 def _dispatch(ns) -> int:
     """Run the chosen command; returns its exit status."""
+    if ns.command != "pretrain" and dist.launched_size() > 1:
+        raise ValueError(f"`minibert {ns.command}` runs as one process; of the commands, only pretrain runs as "
+                         f"several (mpiexec -n {dist.launched_size()} ...): start this one without mpiexec")
     if ns.command == "pretrain":
         from .train import pretrain
         result = pretrain(_train_args(ns))

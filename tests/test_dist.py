@@ -212,7 +212,7 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("minibert pretrain: error: "), lines[0]
+    assert re.match(r"minibert [a-z-]+: error: ", lines[0]), lines[0]
     return lines[0]
 
 
@@ -273,6 +273,15 @@ def test_mpiexec_without_mpi4py_is_one_line(tmp_path):
     done = subprocess.run(args, capture_output=True, text=True, timeout=60, env=environment())
     line = one_error_line(done)
     assert "started as 2 processes, but mpi4py is not installed" in line and "minibert[dist]" in line
+
+
+@pytest.mark.parametrize("words", [["demo", "--steps", "2"], ["train-tokenizer", "--vocab-size", "200"]])
+def test_the_other_commands_refuse_several_processes_in_one_line(tmp_path, words):
+    args = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "minibert", *words,
+            "--out", str(tmp_path / "x")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, env=environment())
+    assert "only pretrain runs as several" in one_error_line(done)
+    assert not (tmp_path / "x").exists()
 
 
 def readme_command() -> list[str]:
