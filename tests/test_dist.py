@@ -208,8 +208,8 @@ def test_sigterm_to_mpiexec_saves_once_and_the_run_resumes(tmp_path):
     assert records(out)[-1]["step"] <= step
 
 
-def one_error_line(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+def one_error_line(done: subprocess.CompletedProcess, status=2) -> str:
+    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     assert re.match(r"minibert [a-z-]+: error: ", lines[0]), lines[0]
@@ -221,6 +221,11 @@ def test_a_batch_that_does_not_divide_among_the_processes_is_one_line(tmp_path):
     line = one_error_line(done)
     assert "--batch-size 7 (the global batch) does not divide among 2 processes" in line
     assert "e.g. 8" in line
+
+
+def test_a_diverging_run_stops_every_rank_with_one_line(tmp_path):
+    done = job(2, options(lr=1e30, out=tmp_path / "r"), timeout=60, check=False)
+    assert "stopped without saving" in one_error_line(done, status=1)
 
 
 def test_ranks_started_with_different_settings_are_one_line(tmp_path):

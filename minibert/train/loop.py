@@ -17,7 +17,7 @@ from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, prepare_data
-from .errors import DISK_FULL, TrainingError, writes
+from .errors import DISK_FULL, TrainingError, agreed, writes
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, unigram_baseline,
                       unknown_share)
 from .plot import plot_history
@@ -180,10 +180,11 @@ def train_step(run: Run, lr: float) -> None:
         run.opt.step(lr)
     elif scaler.scale < 1.0:
         # the float16 gradients overflow even unscaled: not an accident of the scale
-        raise TrainingError(f"step {run.step + 1}: the gradients overflow float16 even at loss scale "
-                            f"{loss_scale:g}; stopped without saving. Last good checkpoint: "
-                            f"{run.last_ckpt or 'none'}. Try a lower --lr, or train without "
-                            f"--mixed-precision.")
+        # (the gradients and the loss are the global ones: every rank of a data-parallel run stops here)
+        raise agreed(TrainingError(
+            f"step {run.step + 1}: the gradients overflow float16 even at loss scale {loss_scale:g}; stopped "
+            f"without saving. Last good checkpoint: {run.last_ckpt or 'none'}. Try a lower --lr, or train "
+            f"without --mixed-precision."))
     run.step += 1
     run.metrics.add_step(sums, grad_norm, overflow)
 
@@ -191,9 +192,9 @@ def train_step(run: Run, lr: float) -> None:
 def _stop_if_diverged(run: Run, loss: float, grad_norm: float, overflow: bool) -> None:
     """A NaN or infinite loss (or, without loss scaling, gradient) ends the run."""
     if not math.isfinite(loss) or (overflow and run.scaler is None):
-        raise TrainingError(f"step {run.step + 1}: the loss is {loss} (gradient norm "
-                            f"{grad_norm}); stopped without saving. Last good checkpoint: "
-                            f"{run.last_ckpt or 'none'}. Try a lower --lr.")
+        raise agreed(TrainingError(f"step {run.step + 1}: the loss is {loss} (gradient norm "
+                                   f"{grad_norm}); stopped without saving. Last good checkpoint: "
+                                   f"{run.last_ckpt or 'none'}. Try a lower --lr."))
 
 
 def _log_evaluate_save(run: Run, lr: float, bar, save: bool) -> None:
