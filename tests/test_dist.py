@@ -398,10 +398,12 @@ def fake_cupy(monkeypatch, gpus=2, nccl_available=True):
     nccl = types.SimpleNamespace(available=nccl_available, get_unique_id=lambda: "uid-of-rank-0",
                                  NcclCommunicator=Communicator, NCCL_FLOAT32="f32", NCCL_FLOAT64="f64",
                                  NCCL_FLOAT16="f16", NCCL_SUM="sum")
-    device = types.SimpleNamespace(use=lambda: None)
+    def device(i):
+        calls.append(("device", i))
+        return types.SimpleNamespace(use=lambda: None, pci_bus_id=f"0000:{i:02d}:00.0")
+
     cuda = types.SimpleNamespace(
-        nccl=nccl, runtime=types.SimpleNamespace(getDeviceCount=lambda: gpus),
-        Device=lambda i: (calls.append(("device", i)), device)[1],
+        nccl=nccl, runtime=types.SimpleNamespace(getDeviceCount=lambda: gpus), Device=device,
         get_current_stream=lambda: types.SimpleNamespace(ptr=1234))
     cupy = types.ModuleType("cupy")
     cupy.cuda = cuda
@@ -417,7 +419,7 @@ def test_the_nccl_path_joins_with_rank_0s_id_and_sums_the_buffer_in_place(monkey
     from minibert.train import dist, nccl
     calls = fake_cupy(monkeypatch)
     comm = dist.MPIComm(FakeMPI(1, 2))
-    assert nccl.select_gpu(1, 2) == 1
+    assert nccl.select_gpu(1, 2) == "0000:01:00.0"
     grads = nccl.NcclGrads(comm)
     buf = types.SimpleNamespace(flags=types.SimpleNamespace(c_contiguous=True), size=10, dtype=np.dtype("float32"),
                                 data=types.SimpleNamespace(ptr=99))
@@ -429,9 +431,16 @@ def test_the_nccl_path_joins_with_rank_0s_id_and_sums_the_buffer_in_place(monkey
 
 def test_the_nccl_path_refuses_fewer_gpus_than_ranks_and_a_cupy_without_nccl(monkeypatch):
     from minibert.train import dist, nccl
-    fake_cupy(monkeypatch, gpus=1, nccl_available=False)
+    fake_cupy(monkeypatch, gpus=2, nccl_available=False)
     comm = dist.MPIComm(FakeMPI(0, 2))
-    with pytest.raises(ValueError, match="this node starts 2 processes and CUDA sees 1 GPU;"):
-        nccl.select_gpu(0, 2)
+    with pytest.raises(ValueError, match="this node starts 3 processes and CUDA sees 2 GPUs;"):
+        nccl.select_gpu(0, 3)
+    # one GPU visible to each process (CUDA_VISIBLE_DEVICES per process): each takes its own
+    calls = fake_cupy(monkeypatch, gpus=1, nccl_available=False)
+    assert nccl.select_gpu(1, 2) == "0000:00:00.0" and calls == [("device", 0)]
+    # ... but two processes that share one GPU are refused, naming both
+    nccl.check_one_per_gpu([("a", "0000:00:00.0"), ("b", "0000:00:00.0")])      # two machines: fine
+    with pytest.raises(ValueError, match="ranks 0 and 1 both got GPU 0000:00:00.0 on a"):
+        nccl.check_one_per_gpu([("a", "0000:00:00.0"), ("a", "0000:00:00.0")])
     with pytest.raises(RuntimeError, match="built without it"):
         nccl.NcclGrads(comm)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -311,8 +312,9 @@ def use_device(comm, device: str) -> None:
     if comm.size == 1:
         return
     if device == "cuda":
-        from .nccl import NcclGrads, select_gpu
-        comm.everywhere(lambda: select_gpu(*local_rank(comm)))
+        from .nccl import NcclGrads, check_one_per_gpu, select_gpu
+        bus = comm.everywhere(lambda: select_gpu(*local_rank(comm)))
+        check_one_per_gpu(comm.comm.allgather((socket.gethostname(), bus)))   # the same list on every rank
         comm.grads = NcclGrads(comm)
         return
     comm.grads = comm._host_allreduce

@@ -13,19 +13,33 @@ import numpy as np
 from .errors import agreed
 
 
-def select_gpu(index: int, on_node: int) -> int:
-    """Make GPU ``index`` (the rank's index on its node) this process's device; refuse a node with
-    fewer GPUs than the ``on_node`` ranks it runs."""
+def select_gpu(index: int, on_node: int) -> str:
+    """Make GPU ``index`` (the rank's index on its node) this process's device; returns its PCI bus id.
+
+    A launcher may give each process a GPU of its own (``CUDA_VISIBLE_DEVICES`` set per
+    process, as Slurm's ``--gpus-per-task=1`` does): each then sees one GPU, and takes it.
+    ``check_one_per_gpu`` makes sure that no two processes ended up on the same one.
+    """
     import cupy
     visible = cupy.cuda.runtime.getDeviceCount()
-    # every rank of the node sees the same count: all raise alike
-    if visible < on_node:
-        raise agreed(ValueError(
-            f"--device cuda runs one process per GPU, but this node starts {on_node} processes and CUDA "
-            f"sees {visible} GPU{'s' if visible != 1 else ''}; use mpiexec -n {visible} (or set "
-            f"CUDA_VISIBLE_DEVICES to {on_node} GPUs)"))
-    cupy.cuda.Device(index).use()
-    return index
+    if visible < on_node and visible != 1:
+        raise ValueError(f"--device cuda runs one process per GPU, but this node starts {on_node} processes "
+                         f"and CUDA sees {visible} GPUs; use mpiexec -n {visible} (or make {on_node} GPUs "
+                         f"visible)")
+    device = cupy.cuda.Device(index if visible >= on_node else 0)
+    device.use()
+    return device.pci_bus_id
+
+
+def check_one_per_gpu(places: list) -> None:
+    """``places``: (host, PCI bus id) of every rank's GPU; two ranks on one GPU is an error."""
+    first = {}
+    for rank, place in enumerate(places):
+        if place in first:
+            raise agreed(ValueError(
+                f"--device cuda runs one process per GPU, but ranks {first[place]} and {rank} both got GPU "
+                f"{place[1]} on {place[0]}: start as many processes per machine as it has GPUs"))
+        first[place] = rank
 
 
 class NcclGrads:
