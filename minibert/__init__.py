@@ -1,4 +1,7 @@
 """minibert: BERT pre-training from scratch, forward and backward by hand in NumPy (and CuPy)."""
+from .launcher import start_mpi_if_launched
+
+start_mpi_if_launched()   # under mpiexec -n N, first of all (see launcher.py); otherwise nothing
 from .config import BertConfig, PRESETS
 from .model import BertModel, BertForPreTraining, BertOutput, PreTrainingOutput
 from . import accel, gradcheck, layers

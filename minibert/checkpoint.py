@@ -15,6 +15,7 @@ loading, so a damaged file is reported instead of silently resumed.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -61,6 +62,18 @@ def _digest(arrays: dict) -> str:
         h.update(str(a.dtype).encode() + str(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def remove_partial_checkpoints(directory) -> list:
+    """Delete the temporary files of checkpoints whose writer was killed mid-write; returns them.
+
+    Only call it while no run can be saving in ``directory`` (a run holds its folder's lock).
+    """
+    partial = sorted(Path(directory).glob(".checkpoint-*.tmp"))
+    for path in partial:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return partial
 
 
 def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 3) -> Path:

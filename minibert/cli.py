@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import accel
 from .train import TrainArgs, dist
+from .train.errors import agreed
 
 PRETRAIN_HELP = """\
 Pre-train a BERT from scratch with masked language modelling (MLM) and next
@@ -165,6 +166,7 @@ def main(argv=None) -> int:
 
     ns = parser.parse_args(argv)
     try:
+        dist.world()     # under mpiexec -n N: the job's N processes (an error after this ends them all)
         accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
         with _terminate_as_interrupt():
             return _dispatch(ns)
@@ -174,7 +176,7 @@ def main(argv=None) -> int:
                   "if its folder holds one)") if ns.command == "pretrain" else ""
         if dist.current().is_root:
             print(f"minibert {ns.command}: interrupted ({signame}){advice}", file=sys.stderr)
-        return 128 + getattr(signal, signame, signal.SIGINT)
+        return dist.interrupted(128 + getattr(signal, signame, signal.SIGINT))
     except MemoryError as exc:
         return _fail(ns, exc, f"out of memory ({str(exc) or 'an allocation failed'}); use a smaller "
                               f"--batch-size, --seq-len or --config", 2)
@@ -191,8 +193,7 @@ def _fail(ns, exc, message: str, status: int) -> int:
     def report(text):
         print(f"minibert {ns.command}: error: {text}", file=sys.stderr)
     exc.args = (message,)
-    dist.leave(exc, report)
-    return status
+    return dist.leave(exc, report, status)
 
 
 @contextlib.contextmanager
@@ -217,9 +218,10 @@ def _terminate_as_interrupt():
 
 def _dispatch(ns) -> int:
     """Run the chosen command; returns its exit status."""
-    if ns.command != "pretrain" and dist.launched_size() > 1:
-        raise ValueError(f"`minibert {ns.command}` runs as one process; of the commands, only pretrain runs as "
-                         f"several (mpiexec -n {dist.launched_size()} ...): start this one without mpiexec")
+    if ns.command != "pretrain" and dist.current().size > 1:
+        raise agreed(ValueError(f"`minibert {ns.command}` runs as one process; of the commands, only pretrain "
+                                f"runs as several (mpiexec -n {dist.current().size} ...): start this one "
+                                f"without mpiexec"))
     if ns.command == "pretrain":
         from .train import pretrain
         result = pretrain(_train_args(ns))

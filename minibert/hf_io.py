@@ -6,9 +6,11 @@ MLM decoder is the word-embedding matrix and is not written again.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
+import re
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +34,27 @@ def save_pretrained(model, directory) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     model.config.to_json_file(directory / CONFIG_NAME)
     tensors = {name: np.ascontiguousarray(to_numpy(a)) for name, a in model.params.params.items()}
-    # write to a temporary file and rename, so a crash never leaves half a file
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".safetensors")
-    os.close(fd)
+    # write to a temporary file and rename, so a crash never leaves half a file (a name of its
+    # own rather than mkstemp's, whose file only its owner could read)
+    tmp = str(directory / f".tmp-{os.getpid()}-{secrets.token_hex(4)}.safetensors")
     try:
-        save_file(tensors, tmp, metadata={"format": "pt"})
+        try:
+            save_file(tensors, tmp, metadata={"format": "pt"})
+        except OSError:
+            raise
+        except Exception as exc:     # safetensors reports a failed write (a full disk, say) as its own error
+            raise _as_os_error(exc, tmp) from None
         os.replace(tmp, directory / WEIGHTS_NAME)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _as_os_error(exc: Exception, path: str) -> OSError:
+    """safetensors' "... I/O error: No space left on device (os error 28)" as the OSError it stands for."""
+    found = re.search(r"os error (\d+)", str(exc))
+    code = int(found.group(1)) if found else errno.EIO
+    return OSError(code, os.strerror(code) if found else str(exc), path)
 
 
 INDEX_NAME = "model.safetensors.index.json"     # a checkpoint split into shards

@@ -68,8 +68,12 @@ class RunResult:
     stopped_by: str | None = None                  # "SIGINT", "SIGTERM", "stop_at" or None
 
 
-def check_args(a: TrainArgs) -> BertConfig:
-    """Every argument checked before any work; returns the model config (vocab size to be set)."""
+def check_args(a: TrainArgs, probe_out: bool = True) -> BertConfig:
+    """Every argument checked before any work; returns the model config (vocab size to be set).
+
+    ``probe_out``: make --out and check that it is writable (False: the data-parallel ranks
+    other than 0, which write nothing).
+    """
     positive = dict(steps=a.steps, batch_size=a.batch_size, accum=a.accum, eval_every=a.eval_every,
                     save_every=a.save_every, keep=a.keep, log_every=a.log_every, vocab_size=a.vocab_size,
                     eval_instances=a.eval_instances, dupe_factor=a.dupe_factor)
@@ -119,7 +123,8 @@ def check_args(a: TrainArgs) -> BertConfig:
         raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
     if a.vocab is None:
         check_vocab_size_option(a.vocab_size)
-    check_writable(Path(a.out))
+    if probe_out:
+        check_writable(Path(a.out))
     return config
 
 

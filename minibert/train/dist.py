@@ -35,10 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from ..constants import IGNORE_INDEX
+from ..launcher import launched_rank, launched_size
 from .errors import PeerError, agreed
 
-# set by the launchers: MPICH/Hydra (PMI_SIZE), Open MPI, Slurm's srun
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 # the order of a step's sums in the host allreduce
 STAT_KEYS = ("mlm_loss", "nsp_loss", "mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens")
 _COUNTS = frozenset({"mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens"})
@@ -187,15 +186,6 @@ def _result_or_raise(rank, result, error, errors):
 
 # -------------------------------------------------------------------- start-up
 
-def launched_size() -> int:
-    """How many processes the launcher started (1 when not under mpiexec)."""
-    for name in _SIZE_VARS:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 1
-
-
 _WORLD = []   # the MPIComm of this process, once made
 
 
@@ -211,8 +201,11 @@ def world():
         raise RuntimeError(f"started as {launched_size()} processes, but mpi4py is not installed: "
                            f'pip install "minibert[dist]" (mpi4py and MPICH), then launch with '
                            f"mpiexec -n N python -m mpi4py -m minibert pretrain ...") from None
-    if MPI.COMM_WORLD.Get_size() <= 1:
-        return Single()
+    if MPI.COMM_WORLD.Get_size() != launched_size():
+        raise RuntimeError(f"the launcher started {launched_size()} processes, but MPI sees "
+                           f"{MPI.COMM_WORLD.Get_size()}: this mpiexec belongs to another MPI than the one "
+                           f"mpi4py uses; launch with that MPI's mpiexec (pip's mpich: the one in the "
+                           f"environment's bin folder)")
     _WORLD.append(MPIComm(MPI.COMM_WORLD))
     return _WORLD[0]
 
@@ -231,48 +224,68 @@ def abort_on_crash() -> None:
         comm.comm.Abort(1)
 
 
-def leave(exc: BaseException, report) -> None:
-    """How a data-parallel rank leaves after ``exc``: ``report(message)`` prints it.
+def leave(exc: BaseException, report, status: int) -> int:
+    """How a process of a data-parallel job leaves after ``exc``; returns its exit status.
 
-    An error every rank raised (``agreed``) is printed by rank 0 alone, and the
-    ranks finish MPI together, so the job ends with the command's exit status and
-    nothing else.  An error of this rank alone is printed with the rank's number,
-    and the job is aborted: the other ranks would otherwise wait for it forever.
+    ``report(message)`` prints the error.  An error every rank raised (``agreed``)
+    is printed by rank 0 alone, every rank takes rank 0's exit status, and the
+    ranks finish MPI together, so the job ends with that status and nothing else.
+    An error of this rank alone is printed with the rank's number, and the job is
+    aborted: the other ranks would otherwise wait for this one forever.
     """
     comm = current()
     if comm.size == 1:
         # started by mpiexec but without MPI (mpi4py missing): every process fails alike, rank 0 says so
-        if os.environ.get("PMI_RANK", "0") == "0":
+        if launched_rank() == 0:
             report(str(exc))
-        return
+        return status
     if getattr(exc, "everywhere", False):
         if comm.is_root:
             report(str(exc))
+        status = comm.comm.bcast(status, root=0)
         comm.comm.Barrier()
         from mpi4py import MPI
         MPI.Finalize()
-        return
+        return status
     report(f"(rank {comm.rank} of {comm.size}) {exc}")
-    comm.comm.Abort(1)
+    comm.comm.Abort(status)
+    return status
+
+
+def interrupted(status: int) -> int:
+    """A signal before or after the loop, with several processes: the job ends at once.
+
+    The launcher hands the signal to every process, and some may be waiting in a
+    collective for a process that has already stopped: only an abort ends them all.
+    """
+    comm = current()
+    if comm.size > 1:
+        comm.comm.Abort(status)
+    return status
 
 
 def check_run(comm, a) -> None:
     """Refuse, on every rank alike, what N processes cannot run: called before any work."""
     if comm.size == 1:
         return
-    mine = _fingerprint(a)
+    mine = {k: repr(v) for k, v in _fingerprint(a).items()}   # repr: a nan equals a nan here
     everyone = comm.comm.allgather(mine)
     for r, theirs in enumerate(everyone):
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if diff:
             raise agreed(ValueError(
                 f"rank {r} was started differently from rank {comm.rank}: "
-                + ", ".join(f"{k}: {theirs.get(k)!r} vs {mine.get(k)!r}" for k in diff[:4])
+                + ", ".join(f"{k}: {theirs.get(k)} vs {mine.get(k)}" for k in diff[:4])
                 + "; start every rank with the same command and the same minibert"))
     if a.batch_size % comm.size:
-        raise agreed(ValueError(
-            f"--batch-size {a.batch_size} (the global batch) does not divide among {comm.size} processes; "
-            f"use a multiple of {comm.size}, e.g. {(a.batch_size // comm.size + 1) * comm.size}"))
+        b, n = a.batch_size, comm.size
+        counts = ", ".join(str(k) for k in range(1, min(b, 64) + 1) if b % k == 0)
+        fix = (f"a resumed run keeps its batch: use a number of processes that divides {b} ({counts})"
+               if a.resume else
+               f"use a multiple of {n} (e.g. {(b // n + 1) * n}) or a number of processes that divides {b} "
+               f"({counts})")
+        raise agreed(ValueError(f"--batch-size {b} (the global batch) does not divide among {n} "
+                                f"processes; {fix}"))
 
 
 def _fingerprint(a) -> dict:

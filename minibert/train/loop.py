@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import accel
 from . import dist
-from ..checkpoint import latest_checkpoint
+from ..checkpoint import latest_checkpoint, remove_partial_checkpoints
 from ..config import BertConfig
 from ..model import BertForPreTraining
 from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
@@ -43,7 +43,7 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
         log, on_record = _quiet, None
     try:
         dist.check_run(comm, a)
-        config = comm.everywhere(lambda: check_args(a))
+        config = comm.everywhere(lambda: check_args(a, probe_out=comm.is_root))
         return _in_folder(a, config, comm, log, on_record)
     finally:
         comm.close()
@@ -76,6 +76,7 @@ def _in_folder(a: TrainArgs, config: BertConfig, comm, log, on_record) -> RunRes
 
 def _open_folder(a: TrainArgs, out: Path):
     """The checkpoint to resume from (None for a new run, whose folder is made ready)."""
+    remove_partial_checkpoints(out)   # left by a run killed while it saved (the lock is ours now)
     checkpoint = checkpoint_to_resume(a, out)
     if not a.resume:
         if latest_checkpoint(out) is not None:
@@ -116,6 +117,8 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_
     run = _set_up(a, config, out, checkpoint, comm, log)
     run.metrics = comm.on_root(lambda: open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record)) \
         or MetricsLog(None, [])
+    if comm.size > 1:
+        run.metrics.comm = comm     # each record: rank 0 writes it, and every rank hears whether it could
     stopped_by, end = None, a.stop_at if a.stop_at is not None else a.steps
     with contextlib.ExitStack() as closing:
         closing.callback(run.metrics.close)
@@ -270,14 +273,15 @@ def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
     final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
     result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=run.model,
                        tokenizer=run.tokenizer, stopped_by=stopped_by)
-    if not run.comm.is_root:    # rank 0 writes the model and the plot
-        return result
-    if step == a.steps:
-        with writes(step, run.last_ckpt, what=out / "model"):
-            export_dir = export_model(run.model, run.tokenizer, out)
-        log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
-    if a.plot:
-        with writes(step, run.last_ckpt, what=out / PLOT_NAME):
-            plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size)
-        log(f"loss curves: {out / PLOT_NAME}")
+    # rank 0 writes the model and the plot while the others wait, and a signal now
+    # neither cuts the export short nor ends a waiting rank: the run is all but done
+    with StopSignal():
+        if step == a.steps:
+            with writes(step, run.last_ckpt, what=out / "model"):
+                export_dir = run.comm.on_root(lambda: export_model(run.model, run.tokenizer, out))
+            log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
+        if a.plot:
+            with writes(step, run.last_ckpt, what=out / PLOT_NAME):
+                run.comm.on_root(lambda: plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size))
+            log(f"loss curves: {out / PLOT_NAME}")
     return result

@@ -123,10 +123,14 @@ class MetricsLog:
         self.history, self.on_record = history, on_record
         self.window, self._t0 = {}, time.perf_counter()
         self._file = LineFile(path) if path is not None else None
+        self.comm = None     # a data-parallel run's ranks (dist.py): rank 0 holds the file
 
     def record(self, entry: dict) -> None:
-        if self._file is not None:
-            self._file.append(json.dumps(entry))
+        line = json.dumps(entry)
+        if self.comm is not None:     # every rank records at the same steps; a failed write stops them all
+            self.comm.on_root(lambda: self._file.append(line))
+        elif self._file is not None:
+            self._file.append(line)
         self.history.append(entry)
         if self.on_record is not None:
             self.on_record(entry)
