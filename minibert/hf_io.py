@@ -34,8 +34,7 @@ def save_pretrained(model, directory) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     model.config.to_json_file(directory / CONFIG_NAME)
     tensors = {name: np.ascontiguousarray(to_numpy(a)) for name, a in model.params.params.items()}
-    # write to a temporary file and rename, so a crash never leaves half a file (a name of its
-    # own rather than mkstemp's, whose file only its owner could read)
+    # write to a temporary file and rename, so a crash never leaves half a file
     tmp = str(directory / f".tmp-{os.getpid()}-{secrets.token_hex(4)}.safetensors")
     try:
         try:
@@ -44,10 +43,20 @@ def save_pretrained(model, directory) -> None:
             raise
         except Exception as exc:     # safetensors reports a failed write (a full disk, say) as its own error
             raise _as_os_error(exc, tmp) from None
+        os.chmod(tmp, 0o666 & ~_umask())   # safetensors makes the file private; other files of a model are not
         os.replace(tmp, directory / WEIGHTS_NAME)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux); 0o022, the usual one, elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        return 0o022
 
 
 def _as_os_error(exc: Exception, path: str) -> OSError:

@@ -289,6 +289,54 @@ def test_the_other_commands_refuse_several_processes_in_one_line(tmp_path, words
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("runner", [["-m", "mpi4py"], []], ids=["with -m mpi4py", "without"])
+def test_a_process_that_fails_before_the_others_start_ends_the_job(tmp_path, runner):
+    # rank 1 fails while minibert starts (a bad setting of its own), before any collective: the
+    # others must not wait for it forever
+    one = [sys.executable, *runner, "-m", "minibert", "pretrain", *options(out=tmp_path / "r")]
+    mpmd = [str(MPIEXEC), "-n", "1", *one, ":", "-n", "1", "env", "MINIBERT_NUM_THREADS=abc", *one]
+    t0 = time.monotonic()
+    done = subprocess.run(mpmd, capture_output=True, text=True, timeout=60, env=environment())
+    assert time.monotonic() - t0 < 30
+    assert done.returncode != 0
+    assert "(rank 1 of 2) MINIBERT_NUM_THREADS must be a positive integer" in done.stderr
+
+
+def test_a_nan_setting_is_named_as_with_one_process(tmp_path):
+    done = job(2, options(lr="nan", out=tmp_path / "r"), timeout=60, check=False)
+    assert "--lr must be a positive number, got nan" in one_error_line(done)
+
+
+def test_a_resume_with_a_number_of_processes_that_does_not_divide_the_batch_says_which_do(tmp_path):
+    out = tmp_path / "r"
+    job(1, options(batch_size=9, stop_at=2, out=out))
+    done = job(2, [*options(batch_size=9, out=out), "--resume"], timeout=60, check=False)
+    line = one_error_line(done)
+    assert "a resumed run keeps its batch: use a number of processes that divides 9 (1, 3, 9)" in line
+
+
+def test_another_mpis_launcher_is_named_not_run_twice(tmp_path):
+    # a process told by its environment that it is one of 2, while MPI sees only itself
+    env = dict(environment(), OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="0")
+    done = subprocess.run(command(1, options(out=tmp_path / "r")), capture_output=True, text=True, timeout=60,
+                          env=env)
+    # (mpi4py warns of the same, in its own words, before minibert's line)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("minibert pretrain: error: the launcher started 2 processes, "
+                                                   "but MPI sees 1")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_checkpoint_cut_short_by_kill_9_is_swept_at_the_next_start(one_process, tmp_path):
+    out = tmp_path / "r"
+    job(1, options(stop_at=3, out=out))
+    partial = out / ".checkpoint-4242-deadbeef.tmp"
+    partial.write_bytes(b"half a checkpoint")
+    job(2, [*COMMON, "--resume", "--out", out])
+    assert not partial.exists()
+    assert_same_records(records(one_process[1]), records(out))
+
+
 def readme_command() -> list[str]:
     text = (ROOT / "README.md").read_text()
     found = re.findall(r"^\s*(mpiexec -n \d+ python -m mpi4py -m minibert pretrain[^\n]*)$", text, re.M)

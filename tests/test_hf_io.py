@@ -215,3 +215,32 @@ def test_a_loaded_model_predicts_without_dropout(tmp_path, rng):
     x = _inputs(rng)
     np.testing.assert_array_equal(loaded(**x).mlm_logits, loaded(**x).mlm_logits)
     assert loaded.train().training
+
+
+def test_a_failed_weights_write_is_an_oserror_and_leaves_nothing(tmp_path, monkeypatch):
+    # safetensors reports a full disk as its own error type: minibert turns it into the OSError it is,
+    # which the trainer reports as "could not write ...: the disk is full"
+    import errno
+
+    import safetensors.numpy
+
+    def full_disk(tensors, path, metadata=None):
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+    monkeypatch.setattr(safetensors.numpy, "save_file", full_disk)
+    model = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny"))
+    with pytest.raises(OSError) as caught:
+        model.save_pretrained(tmp_path / "m")
+    assert caught.value.errno == errno.ENOSPC
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json"]
+
+
+def test_saved_weights_are_readable_by_the_group_as_umask_allows(tmp_path):
+    import os
+    old = os.umask(0o022)
+    try:
+        mb.BertForPreTraining(mb.BertConfig.from_preset("tiny")).save_pretrained(tmp_path / "m")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m" / "model.safetensors").stat().st_mode & 0o777 == 0o644
