@@ -174,9 +174,9 @@ def main(argv=None) -> int:
         signame = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
         advice = ("; a run keeps the checkpoints it saved: run the same command again (with --resume "
                   "if its folder holds one)") if ns.command == "pretrain" else ""
-        if dist.current().is_root:
-            print(f"minibert {ns.command}: interrupted ({signame}){advice}", file=sys.stderr)
-        return dist.interrupted(128 + getattr(signal, signame, signal.SIGINT))
+        def report(rank):
+            print(f"minibert {ns.command}: {rank}interrupted ({signame}){advice}", file=sys.stderr, flush=True)
+        return dist.interrupted(128 + getattr(signal, signame, signal.SIGINT), report)
     except MemoryError as exc:
         return _fail(ns, exc, f"out of memory ({str(exc) or 'an allocation failed'}); use a smaller "
                               f"--batch-size, --seq-len or --config", 2)

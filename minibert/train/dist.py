@@ -252,15 +252,25 @@ def leave(exc: BaseException, report, status: int) -> int:
     return status
 
 
-def interrupted(status: int) -> int:
-    """A signal before or after the loop, with several processes: the job ends at once.
+def interrupted(status: int, report) -> int:
+    """A signal before or after the loop (``report(prefix)`` prints the line); returns the exit status.
 
-    The launcher hands the signal to every process, and some may be waiting in a
-    collective for a process that has already stopped: only an abort ends them all.
+    With several processes the job ends at once, by an abort: the launcher hands the
+    signal to every process, and some may be waiting in a collective for a process
+    that has already stopped.  Rank 0 says so; another rank does only if rank 0 has
+    not ended the job within a moment (rank 0 may itself be waiting for that rank).
     """
     comm = current()
-    if comm.size > 1:
-        comm.comm.Abort(status)
+    if comm.size == 1:
+        if launched_rank() == 0:
+            report("")
+        return status
+    if not comm.is_root:
+        time.sleep(2.0)
+        report(f"(rank {comm.rank} of {comm.size}) ")
+    else:
+        report("")
+    comm.comm.Abort(status)
     return status
 
 
