@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import accel
-from .train import TrainArgs, dist
+from .train import TrainArgs, dist, dist_exit
 from .train.errors import agreed
 
 PRETRAIN_HELP = """\
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
                   "if its folder holds one)") if ns.command == "pretrain" else ""
         def report(rank):
             print(f"minibert {ns.command}: {rank}interrupted ({signame}){advice}", file=sys.stderr, flush=True)
-        return dist.interrupted(128 + getattr(signal, signame, signal.SIGINT), report)
+        return dist_exit.interrupted(128 + getattr(signal, signame, signal.SIGINT), report)
     except MemoryError as exc:
         return _fail(ns, exc, f"out of memory ({str(exc) or 'an allocation failed'}); use a smaller "
                               f"--batch-size, --seq-len or --config", 2)
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
         kind = getattr(exc, "kind", type(exc).__name__)     # a PeerError: the other rank's error
         return _fail(ns, exc, str(exc), 1 if kind == "TrainingError" else 2)
     except Exception:
-        dist.abort_on_crash()   # several processes: a bug in one ends the job (even without -m mpi4py)
+        dist_exit.abort_on_crash()   # several processes: a bug in one ends the job (even without -m mpi4py)
         raise
 
 
@@ -193,7 +193,7 @@ def _fail(ns, exc, message: str, status: int) -> int:
     def report(text):
         print(f"minibert {ns.command}: error: {text}", file=sys.stderr)
     exc.args = (message,)
-    return dist.leave(exc, report, status)
+    return dist_exit.leave(exc, report, status)
 
 
 @contextlib.contextmanager

@@ -280,3 +280,43 @@ def test_two_gpus_with_nccl_compute_what_one_gpu_computes(tmp_path):
     job(2, options(device="cuda", out=two))
     assert_same_records(records(one), records(two))
     assert_same_weights(final_weights(one), final_weights(two))
+
+
+def test_the_nccl_path_on_one_gpu_computes_what_one_process_computes(tmp_path, monkeypatch):
+    # what a one-GPU machine can run of the data-parallel GPU path: a one-rank MPI job (MPI's
+    # singleton world) whose gradients go through a real NCCL communicator on the device,
+    # against the plain one-process run of the same settings
+    import socket
+
+    import cupy
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError) as exc:   # mpi4py without an MPI library to load
+        pytest.skip(f"needs mpi4py and an MPI library (the dist extra): {exc}")
+    from minibert.cli import main
+    from minibert.train import dist, nccl
+    from test_dist import COMMON, assert_same_records, assert_same_weights, final_weights, options, records
+
+    comm = dist.MPIComm(MPI.COMM_WORLD)
+    assert comm.size == 1
+    bus = nccl.select_gpu(*dist.local_rank(comm))
+    nccl.check_one_per_gpu(comm.comm.allgather((socket.gethostname(), bus)))
+    summed = nccl.NcclGrads(comm)
+    seen = []
+
+    def through_nccl(buf):
+        seen.append((type(buf), buf.dtype))   # the buffer NCCL sums stays on the device
+        summed(buf)
+
+    comm.grads = through_nccl
+    plain, nccl_run = tmp_path / "plain", tmp_path / "nccl"
+    assert main(["pretrain", *options(device="cuda", out=plain)]) == 0
+    monkeypatch.setattr(dist, "_WORLD", [comm])
+    try:
+        assert main(["pretrain", *options(device="cuda", out=nccl_run)]) == 0
+    finally:
+        summed.close()
+    steps = int(COMMON[COMMON.index("--steps") + 1])
+    assert seen == [(cupy.ndarray, np.dtype("float64"))] * steps
+    assert_same_records(records(plain), records(nccl_run), rtol=1e-12)
+    assert_same_weights(final_weights(plain), final_weights(nccl_run))
