@@ -172,9 +172,12 @@ def test_fused_attention_matches_the_reference(dtype, train, reference):
     mask[2] = 0                      # a sequence with every key masked
     bias = L.attention_mask_bias(cupy.asarray(mask), dtype)
     u_fused, u_ref = _uniform_source(5, dtype)
+    from minibert.accel.cuda import ops as fused
+    assert L.choose("attention_forward", q, k, v, bias, 0.1, u_fused, train) is fused.attention_forward
     out_f, cache_f = L.attention_forward(q, k, v, bias, 0.1, u_fused, train)
     grads_f = L.attention_backward(dout, cache_f)
-    assert isinstance(cache_f[5], tuple) or cache_f[5] is None   # the forward took the GPU path
+    # the fused forward keeps its dropout mask as one byte per entry (the reference: the multipliers)
+    assert (cache_f.drop_mask.dtype == np.uint8) if train else cache_f.drop_mask is None
     with reference():
         out_r, cache_r = L.attention_forward(q, k, v, bias, 0.1, u_ref, train)
         grads_r = L.attention_backward(dout, cache_r)
