@@ -287,10 +287,9 @@ def test_two_gpus_with_nccl_compute_what_one_gpu_computes(tmp_path):
 
 def test_the_nccl_path_on_one_gpu_computes_what_one_process_computes(tmp_path, monkeypatch):
     # what a one-GPU machine can run of the data-parallel GPU path: a one-rank MPI job (MPI's
-    # singleton world) whose gradients go through a real NCCL communicator on the device,
-    # against the plain one-process run of the same settings
-    import socket
-
+    # singleton world) set up by use_device (the GPU by local rank, one rank per GPU, NCCL's
+    # unique id) whose gradients a real NCCL communicator sums on the device, against the
+    # plain one-process run of the same settings
     import cupy
     try:
         from mpi4py import MPI
@@ -300,25 +299,18 @@ def test_the_nccl_path_on_one_gpu_computes_what_one_process_computes(tmp_path, m
     from minibert.train import dist, nccl
     from test_dist import COMMON, assert_same_records, assert_same_weights, final_weights, options, records
 
-    comm = dist.MPIComm(MPI.COMM_WORLD)
-    assert comm.size == 1
-    bus = nccl.select_gpu(*dist.local_rank(comm))
-    nccl.check_one_per_gpu(comm.comm.allgather((socket.gethostname(), bus)))
-    summed = nccl.NcclGrads(comm)
+    summed = nccl.NcclGrads.__call__
     seen = []
 
-    def through_nccl(buf):
+    def through_nccl(self, buf):
         seen.append((type(buf), buf.dtype))   # the buffer NCCL sums stays on the device
-        summed(buf)
+        summed(self, buf)
 
-    comm.grads = through_nccl
     plain, nccl_run = tmp_path / "plain", tmp_path / "nccl"
     assert main(["pretrain", *options(device="cuda", out=plain)]) == 0
-    monkeypatch.setattr(dist, "_WORLD", [comm])
-    try:
-        assert main(["pretrain", *options(device="cuda", out=nccl_run)]) == 0
-    finally:
-        summed.close()
+    monkeypatch.setattr(nccl.NcclGrads, "__call__", through_nccl)
+    monkeypatch.setattr(dist, "_WORLD", [dist.MPIComm(MPI.COMM_WORLD)])
+    assert main(["pretrain", *options(device="cuda", out=nccl_run)]) == 0
     steps = int(COMMON[COMMON.index("--steps") + 1])
     assert seen == [(cupy.ndarray, np.dtype("float64"))] * steps
     assert_same_records(records(plain), records(nccl_run), rtol=1e-12)

@@ -273,7 +273,7 @@ def use_device(comm, device: str) -> None:
     says otherwise, each rank's kernels and BLAS get cores / ranks threads (the
     results do not depend on the number of threads).
     """
-    if comm.size == 1:
+    if not isinstance(comm, MPIComm):   # one process, no MPI: nothing to sum
         return
     if device == "cuda":
         from .nccl import NcclGrads, check_one_per_gpu, select_gpu
