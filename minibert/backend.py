@@ -6,15 +6,16 @@ that knows which one is in use: it picks the module, the dtype, the ``erf``
 implementation and the scatter-add used by embedding backward passes.
 
 CuPy is imported lazily, only when ``device="cuda"`` is asked for, so a
-CPU-only installation never needs it.
+CPU-only installation never needs it; ``gpu_setup`` checks it then.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .gpu_setup import GPUSetupError, gpu_status, require_cupy  # noqa: F401  (re-exported)
+
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 _DEVICES = ("cpu", "cuda")
-_GPU_HINT = 'install the GPU extra with:  pip install "minibert[gpu]"  (CuPy for CUDA 12)'
 
 
 def resolve_dtype(dtype) -> np.dtype:
@@ -28,25 +29,15 @@ def resolve_dtype(dtype) -> np.dtype:
 def get_xp(device: str = "cpu"):
     """Return the array module for ``device`` ("cpu" -> numpy, "cuda" -> cupy).
 
-    Raises a ``RuntimeError`` that says how to install CuPy when it is missing
-    or when no CUDA GPU is visible.
+    Where "cuda" cannot work, raises a ``GPUSetupError`` (a ``RuntimeError``) whose one
+    line names what is missing (CuPy, the driver, the GPU, the right CuPy for the driver,
+    CUDA's libraries) and what to install.
     """
     if device not in _DEVICES:
         raise ValueError(f"device must be one of {list(_DEVICES)}, got {device!r}")
     if device == "cpu":
         return np
-    try:
-        import cupy
-    except ImportError as exc:
-        raise RuntimeError(f"device='cuda' needs CuPy, which is not installed; {_GPU_HINT}") from exc
-    try:
-        n_gpus = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDA driver missing or broken
-        raise RuntimeError(f"device='cuda' but CuPy cannot reach a CUDA GPU ({exc}); "
-                           f"check the driver, or {_GPU_HINT}") from exc
-    if n_gpus == 0:
-        raise RuntimeError(f"device='cuda' but no CUDA GPU is visible; {_GPU_HINT}")
-    return cupy
+    return require_cupy()
 
 
 def is_cupy(xp) -> bool:

@@ -163,6 +163,8 @@ def main(argv=None) -> int:
                                     "the loss curves and some fill-mask predictions.")
     dm.add_argument("--out", default="runs/demo")
     dm.add_argument("--steps", type=int, default=None, help="override the demo's number of steps")
+    dm.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the same run on a GPU, with CuPy (default: %(default)s)")
 
     ns = parser.parse_args(argv)
     try:
@@ -232,7 +234,7 @@ def _dispatch(ns) -> int:
         return _fill_mask(ns)
     if ns.command == "demo":
         from .demo import run_demo
-        return run_demo(ns.out, ns.steps)
+        return run_demo(ns.out, ns.steps, ns.device)
     return 0
 
 

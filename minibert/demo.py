@@ -36,7 +36,7 @@ SENTENCES = [
 MARKER = ".minibert-demo"   # written into the demo's folder: the only folder it will ever delete
 
 
-def run_demo(out="runs/demo", steps=None) -> int:
+def run_demo(out="runs/demo", steps=None, device="cpu") -> int:
     accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     start = time.perf_counter()
     if steps is not None and (not is_int(steps) or steps < 1):
@@ -44,8 +44,8 @@ def run_demo(out="runs/demo", steps=None) -> int:
     settings = dict(DEMO)
     if steps is not None:  # a shorter (or longer) demo keeps the warmup at a tenth of the run at most
         settings.update(steps=steps, warmup=min(DEMO["warmup"], steps // 10))
-    args = TrainArgs(out=str(out), **settings)
-    check_args(args)              # every setting checked before anything is deleted
+    args = TrainArgs(out=str(out), device=device, **settings)
+    check_args(args)              # every setting (and the GPU, for "cuda") checked before anything is deleted
     out = Path(out)
     lock = lock_run_folder(out)   # held from the clearing to the end: no run is in there meanwhile
     try:

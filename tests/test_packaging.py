@@ -61,3 +61,22 @@ def test_the_test_extra_brings_the_dist_extra():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(data["dist"]) <= set(data["test"])
     assert {_split(r)[0] for r in data["dist"]} == {"mpi4py", "mpich"}
+
+
+def test_an_extra_per_cuda_version_names_its_cupy():
+    # a CUDA 12 build runs on a CUDA 13 driver, not the reverse: one extra per CUDA major version,
+    # each with CuPy's [ctk] (CUDA's libraries from pip, so a machine needs only the NVIDIA driver)
+    from minibert.gpu_setup import EXTRAS
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["cuda12"] == ["cupy-cuda12x[ctk]>=14"]
+    assert extras["cuda13"] == ["cupy-cuda13x[ctk]>=14"]
+    assert extras["gpu"] == extras["cuda12"]          # the first name of the CUDA 12 one
+    for major, extra in EXTRAS.items():                # the extras the error messages name
+        assert extras[extra] == [f"cupy-cuda{major}x[ctk]>=14"]
+
+
+def test_environment_yml_names_the_same_cupy_as_the_extras():
+    gpu_comment = (ROOT / "environment.yml").read_text().split("\n# GPU:", 1)[1]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("cuda12", "cuda13"):
+        assert f"  {extras[extra][0]}  " in gpu_comment and f'"{extra}"' in gpu_comment, (extra, gpu_comment)
