@@ -7,7 +7,7 @@ held-out accuracies to ``fine_tuning_sweep.json`` beside this file.  From the re
 
     python notebooks/pretrained/fine_tuning_sweep.py
 
-It takes about five minutes on a 2-core CPU.  The accuracies are float32 training results: another
+It takes about four minutes on a 2-core CPU.  The accuracies are float32 training results: another
 CPU (another BLAS kernel) can move a few of them by a test sentence or two.
 """
 from __future__ import annotations
