@@ -12,6 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # ../shared next to the repository root holds the development data (never copied into the repo)
 SHARED = Path(os.environ.get("MINIBERT_SHARED", ROOT.parent / "shared"))
 
+# The notebooks run (nbval, after these tests) in kernels that cannot import the test-only
+# packages: a notebook must work with minibert's notebooks extra alone (notebook_kernels.py)
+from notebook_kernels import guard_notebook_kernels  # noqa: E402
+
+guard_notebook_kernels()
+
 
 @pytest.fixture
 def rng():

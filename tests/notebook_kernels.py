@@ -3,17 +3,21 @@
 The suite's environment also holds the test-only references (torch, transformers, ...).
 A notebook that imported one would pass here and fail for a student, so the kernels
 that nbval starts cannot import any installed package outside the closure of
-minibert's requirements with the ``notebooks`` extra: see
-``tests/kernel_guard/sitecustomize.py``.
+minibert's requirements with the ``notebooks`` extra: ``guard_notebook_kernels()``
+(called by ``tests/conftest.py``, which ``make test`` loads before any notebook runs)
+sets the environment that ``tests/kernel_guard/sitecustomize.py`` reads in each kernel.
 """
+import atexit
 import os
+import shutil
+import tempfile
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-GUARD = Path(__file__).resolve().parents[1] / "tests" / "kernel_guard"
+GUARD = Path(__file__).resolve().parent / "kernel_guard"
 ALWAYS = {"pip", "setuptools", "wheel"}          # in every virtual environment
 
 
@@ -46,5 +50,26 @@ def blocked_modules() -> set[str]:
             if not module.startswith("_") and not any(canonicalize_name(d) in allowed for d in dists)}
 
 
-os.environ["MINIBERT_KERNEL_BLOCKED"] = ",".join(sorted(blocked_modules()))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")]))
+def kernel_data_dir() -> str:
+    """A data folder for the kernels that already holds BERT's vocab.txt, as a student's has
+    after notebook 1 ran once online: the suite runs offline, and the test package that ships
+    the file is one the kernels may not import."""
+    from minibert.bert_vocab import FILE, bert_uncased_vocab
+    folder = Path(tempfile.mkdtemp(prefix="minibert-kernel-data-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    try:
+        source = bert_uncased_vocab(data_dir=folder, download=False)   # the test package's verified copy
+    except FileNotFoundError:
+        return str(folder)                                             # notebook 1 will download it
+    (folder / FILE).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, folder / FILE)
+    return str(folder)
+
+
+def guard_notebook_kernels() -> None:
+    """Set the environment the kernels inherit: the modules they may not import, the guard's
+    folder, and their data folder."""
+    os.environ["MINIBERT_KERNEL_BLOCKED"] = ",".join(sorted(blocked_modules()))
+    os.environ.setdefault("MINIBERT_KERNEL_DATA", kernel_data_dir())
+    if str(GUARD) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")]))
