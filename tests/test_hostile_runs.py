@@ -411,8 +411,20 @@ def test_a_resume_with_another_thread_count_continues_the_same_bits(corpus_file,
     assert whole.final_eval == cut.final_eval
 
 
+@pytest.fixture
+def sigint_as_in_a_terminal():
+    """Python's own SIGINT handler, which a terminal's Ctrl-C meets. A suite started in the
+    background (`&`, nohup) inherits an ignored SIGINT, which a run rightly keeps ignoring."""
+    old = signal.getsignal(signal.SIGINT)
+    if old == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_during_data_preparation_stops_with_one_line(corpus_file, tmp_path, monkeypatch, capsys, sig):
+def test_a_signal_during_data_preparation_stops_with_one_line(corpus_file, tmp_path, monkeypatch, capsys, sig,
+                                                              sigint_as_in_a_terminal):
     # before the loop there is nothing to save: one line, the signal's exit status, and the same
     # command then starts the run afresh
     real, before = train_module.prepare_data, signal.getsignal(signal.SIGTERM)
