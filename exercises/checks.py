@@ -21,7 +21,9 @@ from minibert.gradcheck import max_rel_error
 from minibert.optim import AdamW
 from minibert.params import ParamSpec, ParamStore
 
-from .harness import Abort, Report, as_array, call, call_watched, compare, diagnose, grad_check, try_call
+from .harness import (Abort, Forward, Report, as_array, call, call_each, call_watched, compare, diagnose, fresh,
+                      grad_check, try_call)
+from .sandbox import WorkerGone
 
 CHECKS = {}
 
@@ -42,6 +44,9 @@ def run_check(name: str, module) -> Report:
             CHECKS[name](report)
     except Abort:
         report.stopped()
+    except WorkerGone as gone:  # ran out of time, exited, crashed: nothing more can be asked of it
+        report.fail(gone.message, gone.hint)
+        report.stopped()
     except Exception as exc:  # a result the checker could not even inspect
         report.fail(f"could not use what the functions returned ({type(exc).__name__}: {exc})",
                     "compare the return values with what the stub's docstring asks for")
@@ -57,36 +62,25 @@ def unpack(r: Report, func: str, result, n: int, names: str):
     return result
 
 
-def _copy(a):
-    return a.copy() if isinstance(a, np.ndarray) else a
-
-
 def fwd(r: Report, func: str, *args, **kwargs):
     """Call a CS231n-style forward on copies of the arrays in ``args``; return (out, cache).
 
     A forward pass that changes one of its input arrays fails here, with a
     message saying so, rather than later in a gradient check.
     """
-    args = [_copy(a) for a in args]
+    args = [fresh(a) for a in args]
     roles = ["input" if isinstance(a, np.ndarray) else None for a in args]
     return unpack(r, func, call_watched(r, func, *args, roles=roles, **kwargs), 2, "out, cache")
 
 
 def bwd(r: Report, func: str, upstream, cache, **kwargs):
     """Call a backward pass on a copy of the upstream gradient; it must change neither that nor the cache."""
-    return call_watched(r, func, _copy(upstream), cache, roles=["upstream", "cache"], **kwargs)
+    return call_watched(r, func, fresh(upstream), cache, roles=["upstream", "cache"], **kwargs)
 
 
-def forward_output(r: Report, func: str, *args, **kwargs):
-    """The function the gradient check differentiates: ``func(*args)[0]``, on fresh copies of ``args``.
-
-    The gradient check changes the arrays in ``args`` in place (one entry at
-    a time) and calls this again; a forward pass that changes its inputs
-    would otherwise spoil the numerical gradient too, and the backward pass
-    would get the blame.
-    """
-    f = getattr(r.module, func)
-    return lambda: f(*[_copy(a) for a in args], **kwargs)[0]
+def forward_output(r: Report, func: str, *args, **kwargs) -> Forward:
+    """The function the gradient check differentiates: ``func(*args)[0]``, on fresh copies of ``args``."""
+    return Forward(r.module, func, args, kwargs)
 
 
 # =============================================================================== linear
@@ -635,8 +629,7 @@ def _seeded_output(r: Report, func: str, *args, seed: int, **kwargs):
     What the gradient check differentiates: with the same seed the mask is the
     same at every call, so the forward pass is a fixed function of its input.
     """
-    f = getattr(r.module, func)
-    return lambda: f(*[_copy(a) for a in args], np.random.default_rng(seed), **kwargs)[0]
+    return Forward(r.module, func, args, kwargs, seed=seed)
 
 
 def _near(values, target, rtol=1e-9) -> bool:
@@ -861,23 +854,30 @@ def _pair_sequence(rng, n_a, n_b):
 def check_mlm_masking(r: Report) -> None:
     rng = np.random.default_rng(7)
 
+    def run_each(jobs, hint=None):
+        """(masked, labels) for each (ids, seed, keyword arguments) of ``jobs``, in order."""
+        calls = []
+        for ids, seed, kw in jobs:
+            kwargs = dict(vocab_size=_V, mask_id=_MASK, special_ids=list(_SPECIAL))
+            kwargs.update(kw)
+            calls.append(((list(ids), np.random.default_rng(seed)), kwargs))
+        for (ids, _, _), res in zip(jobs, call_each(r, "mask_tokens", calls, hint=hint)):
+            masked, labels = unpack(r, "mask_tokens", res, 2, "masked_ids, labels")
+            try:
+                masked = [int(t) for t in masked]
+                labels = [int(t) for t in labels]
+            except (TypeError, ValueError):
+                r.fail("masked_ids and labels must be sequences of ints")
+                raise Abort
+            if len(masked) != len(ids) or len(labels) != len(ids):
+                r.fail(f"masked_ids and labels must have len(ids) = {len(ids)} entries, "
+                       f"got {len(masked)} and {len(labels)}",
+                       "return one label per position: -100 where nothing is predicted")
+                raise Abort
+            yield np.array(masked), np.array(labels)
+
     def run(ids, seed, hint=None, **kw):
-        kwargs = dict(vocab_size=_V, mask_id=_MASK, special_ids=list(_SPECIAL))
-        kwargs.update(kw)
-        res = call(r, "mask_tokens", list(ids), np.random.default_rng(seed), hint=hint, **kwargs)
-        masked, labels = unpack(r, "mask_tokens", res, 2, "masked_ids, labels")
-        try:
-            masked = [int(t) for t in masked]
-            labels = [int(t) for t in labels]
-        except (TypeError, ValueError):
-            r.fail("masked_ids and labels must be sequences of ints")
-            raise Abort
-        if len(masked) != len(ids) or len(labels) != len(ids):
-            r.fail(f"masked_ids and labels must have len(ids) = {len(ids)} entries, "
-                   f"got {len(masked)} and {len(labels)}",
-                   "return one label per position: -100 where nothing is predicted")
-            raise Abort
-        return np.array(masked), np.array(labels)
+        return next(run_each([(ids, seed, kw)], hint))
 
     # ---- one call: types, and the input left alone
     ids = _pair_sequence(rng, 18, 19)
@@ -901,6 +901,7 @@ def check_mlm_masking(r: Report) -> None:
     n_many = n_mixed = 0          # sequences with 5+ predictions; those whose fates differ
     n_two_random = n_same_random = 0
     n_all_labelled = 0            # sequences where every position has a label
+    sequences = []
     for i in range(n_seq):
         na, nb = lengths[i % len(lengths)]
         ids = np.array(_pair_sequence(rng, na, nb))
@@ -908,7 +909,9 @@ def check_mlm_masking(r: Report) -> None:
             ids[rng.integers(1, na)] = _UNK
             ids[na + 2] = _MASK
             ids = np.concatenate([ids, np.full(int(rng.integers(1, 6)), _PAD)])
-        masked, labels = run(ids.tolist(), 1000 + i)
+        sequences.append(ids)
+    results = run_each([(ids.tolist(), 1000 + i, {}) for i, ids in enumerate(sequences)])
+    for ids, (masked, labels) in zip(sequences, results):
         chosen = labels != -100
         n_all_labelled += int(chosen.all())
         special = np.isin(ids, _SPECIAL)
@@ -995,8 +998,7 @@ def check_mlm_masking(r: Report) -> None:
     ids = _pair_sequence(rng, 18, 19)
     hits = np.zeros(len(ids))
     n_runs = 400
-    for i in range(n_runs):
-        _, labels = run(ids, 5000 + i)
+    for _, labels in run_each([(ids, 5000 + i, {}) for i in range(n_runs)]):
         hits += labels != -100
     cand = hits[~np.isin(ids, _SPECIAL)]
     # chi-square test of "every candidate equally likely", failing only at p < 1e-6
@@ -1013,9 +1015,10 @@ def check_mlm_masking(r: Report) -> None:
     # uniform over all ordinary ids). With only two ordinary ids, half the random draws give the
     # original back: a chosen position keeps its token 0.1 + 0.1/2 = 15% of the time, not 10%.
     same = total_small = 0
-    for i in range(600):
-        ids = [_CLS] + rng.integers(5, 7, 19).tolist() + [_SEP] + rng.integers(5, 7, 18).tolist() + [_SEP]
-        masked, labels = run(ids, 9000 + i, vocab_size=7)
+    small = [[_CLS] + rng.integers(5, 7, 19).tolist() + [_SEP] + rng.integers(5, 7, 18).tolist() + [_SEP]
+             for _ in range(600)]
+    for ids, (masked, labels) in zip(small, run_each([(ids, 9000 + i, {"vocab_size": 7})
+                                                      for i, ids in enumerate(small)])):
         chosen = labels != -100
         same += int((masked[chosen] == np.array(ids)[chosen]).sum())
         total_small += int(chosen.sum())
@@ -1059,9 +1062,10 @@ def check_mlm_masking(r: Report) -> None:
     special = [0, 100, 101, 102, 103]                 # BERT's own: [PAD] 0, [UNK] 100, ..., [MASK] 103
     ordinary = np.array([t for t in range(110) if t not in special])
     wrong = 0
-    for i in range(400):
-        ids = [101] + rng.choice(ordinary, 18).tolist() + [102] + rng.choice(ordinary, 19).tolist() + [102]
-        masked, labels = run(ids, 7000 + i, vocab_size=110, mask_id=103, special_ids=special)
+    bert_ids = [[101] + rng.choice(ordinary, 18).tolist() + [102] + rng.choice(ordinary, 19).tolist() + [102]
+                for _ in range(400)]
+    kw = dict(vocab_size=110, mask_id=103, special_ids=special)
+    for ids, (masked, labels) in zip(bert_ids, run_each([(ids, 7000 + i, kw) for i, ids in enumerate(bert_ids)])):
         chosen = labels != -100
         new_ids, old_ids = masked[chosen], np.array(ids)[chosen]
         wrong += int(np.isin(new_ids[(new_ids != old_ids) & (new_ids != 103)], special).any()
@@ -1109,16 +1113,21 @@ def check_nsp_pairing(r: Report) -> None:
     rng = np.random.default_rng(8)
     docs, owner = _documents(rng, [3, 5, 4, 8, 2, 6])
 
+    def run_each(documents, jobs, hint=None):
+        """(ids, types, label) for each (d, s, seed, max_len) of ``jobs``, in order."""
+        calls = [((documents, d, s, np.random.default_rng(seed)),
+                  dict(cls_id=_CLS_ID, sep_id=_SEP_ID, max_len=max_len)) for d, s, seed, max_len in jobs]
+        for res in call_each(r, "make_nsp_example", calls, hint=hint):
+            ids, types, label = unpack(r, "make_nsp_example", res, 3, "input_ids, token_type_ids, nsp_label")
+            try:
+                ids, types, label = [int(t) for t in ids], [int(t) for t in types], int(label)
+            except (TypeError, ValueError):
+                r.fail("input_ids and token_type_ids must be lists of ints and nsp_label an int")
+                raise Abort
+            yield ids, types, label
+
     def run(documents, d, s, seed, max_len, hint=None):
-        res = call(r, "make_nsp_example", documents, d, s, np.random.default_rng(seed),
-                   cls_id=_CLS_ID, sep_id=_SEP_ID, max_len=max_len, hint=hint)
-        ids, types, label = unpack(r, "make_nsp_example", res, 3, "input_ids, token_type_ids, nsp_label")
-        try:
-            ids, types, label = [int(t) for t in ids], [int(t) for t in types], int(label)
-        except (TypeError, ValueError):
-            r.fail("input_ids and token_type_ids must be lists of ints and nsp_label an int")
-            raise Abort
-        return ids, types, label
+        return next(run_each(documents, [(d, s, seed, max_len)], hint))
 
     def parse(ids, types):
         """(A, B) or a description of what is wrong with the layout."""
@@ -1152,10 +1161,11 @@ def check_nsp_pairing(r: Report) -> None:
     n_with_next = n_is_next = 0
     n_last = n_last_not_next = 0
     n_own_next = n_own_other = 0      # NotNext examples whose B comes from A's own document
+    jobs = []
     for i in range(1500):
         d = int(rng.integers(len(docs)))
-        s = int(rng.integers(len(docs[d])))
-        ids, types, label = run(docs, d, s, 100 + i, 64)
+        jobs.append((d, int(rng.integers(len(docs[d]))), 100 + i, 64))
+    for (d, s, _, _), (ids, types, label) in zip(jobs, run_each(docs, jobs)):
         parsed = parse(ids, types)
         if isinstance(parsed, str):
             problem("layout", parsed)
@@ -1220,7 +1230,7 @@ def check_nsp_pairing(r: Report) -> None:
     # ---- the 50/50 is a draw for every example, not a rule of the indices
     shares = []
     for d, s in ((0, 0), (1, 2), (3, 4), (5, 1)):
-        labels = [run(docs, d, s, 30000 + 997 * d + i, 64)[2] for i in range(200)]
+        labels = [ex[2] for ex in run_each(docs, [(d, s, 30000 + 997 * d + i, 64) for i in range(200)])]
         shares.append(labels.count(0) / len(labels))
     r.expect(all(0.35 < x < 0.65 for x in shares),
              "the same A gets IsNext about half the time over different seeds ("
@@ -1231,8 +1241,7 @@ def check_nsp_pairing(r: Report) -> None:
     # ---- a NotNext B: uniform over the other documents, and over their sentences
     seen_docs = np.zeros(len(docs))
     seen_sents = {d: set() for d in range(len(docs))}
-    for i in range(600):
-        ids, types, label = run(docs, 0, len(docs[0]) - 1, 9000 + i, 64)
+    for ids, types, label in run_each(docs, [(0, len(docs[0]) - 1, 9000 + i, 64) for i in range(600)]):
         parsed = parse(ids, types)
         if isinstance(parsed, str) or owner.get(parsed[1][0]) is None:
             continue
@@ -1257,29 +1266,27 @@ def check_nsp_pairing(r: Report) -> None:
             return ("truncation emptied a segment and then popped from it: remove tokens from the LONGER "
                     "of A and B (B on a tie), never from the shorter one")
         return None
-    for i in range(300):
-        d, s = i % 3, i % 4
-        for max_len in (8, 13, 20):
-            ids, types, label = run(long_docs, d, s, 20000 + i, max_len, hint=popped_empty)
-            parsed = parse(ids, types)
-            if isinstance(parsed, str):
-                trunc_bad = trunc_bad or parsed
-                continue
-            a, b = parsed
-            full_a = long_docs[d][s]
-            src = long_owner.get(b[0])
-            full_b = long_docs[src[0]][src[1]] if src else []
-            if not _is_run(a, full_a) or not _is_run(b, full_b):
-                trunc_bad = trunc_bad or "truncation removes tokens from the ends of A or B, nothing else"
-                continue
-            if len(ids) != min(len(full_a) + len(full_b) + 3, max_len):
-                trunc_bad = trunc_bad or (f"the input must have min(len(A) + len(B) + 3, max_len) tokens: "
-                                          f"got {len(ids)} with max_len={max_len}")
-                continue
-            cut_a, cut_b = len(a) < len(full_a), len(b) < len(full_b)
-            if (cut_a and len(a) < len(b)) or (cut_b and len(b) < len(a) - 1):
-                trunc_bad = trunc_bad or ("remove tokens one at a time from the LONGER of A and B "
-                                          "(B on a tie), so neither is cut more than needed")
+    jobs = [(i % 3, i % 4, 20000 + i, max_len) for i in range(300) for max_len in (8, 13, 20)]
+    for (d, s, _, max_len), (ids, types, label) in zip(jobs, run_each(long_docs, jobs, hint=popped_empty)):
+        parsed = parse(ids, types)
+        if isinstance(parsed, str):
+            trunc_bad = trunc_bad or parsed
+            continue
+        a, b = parsed
+        full_a = long_docs[d][s]
+        src = long_owner.get(b[0])
+        full_b = long_docs[src[0]][src[1]] if src else []
+        if not _is_run(a, full_a) or not _is_run(b, full_b):
+            trunc_bad = trunc_bad or "truncation removes tokens from the ends of A or B, nothing else"
+            continue
+        if len(ids) != min(len(full_a) + len(full_b) + 3, max_len):
+            trunc_bad = trunc_bad or (f"the input must have min(len(A) + len(B) + 3, max_len) tokens: "
+                                      f"got {len(ids)} with max_len={max_len}")
+            continue
+        cut_a, cut_b = len(a) < len(full_a), len(b) < len(full_b)
+        if (cut_a and len(a) < len(b)) or (cut_b and len(b) < len(a) - 1):
+            trunc_bad = trunc_bad or ("remove tokens one at a time from the LONGER of A and B "
+                                      "(B on a tie), so neither is cut more than needed")
     r.expect(trunc_bad is None, "long pairs are truncated to max_len, from the longer segment",
              trunc_bad)
     r.expect(long_docs == long_snapshot, "truncation leaves the documents unchanged",

@@ -6,9 +6,13 @@
     python -m exercises check gelu --path my_gelu.py a file of your own
     python -m exercises check all --path DIR         DIR/<name>.py for each exercise
     python -m exercises check all --solutions        the instructor solutions
+    python -m exercises check gelu --timeout 10      another time limit (s per exercise)
     python -m exercises make-student DIR             copy the exercises without solutions
+    python -m exercises grade SUBMISSIONS --out DIR  grade a class (see grade.py)
 
-The exit status is 0 when every exercise checked passes, 1 otherwise.
+The exit status of ``check`` is 0 when every exercise checked passes, 1 otherwise.
+The student's code runs in a worker process, one per exercise (sandbox.py):
+whatever it does, the verdict and the exit status are this process's.
 """
 from __future__ import annotations
 
@@ -17,93 +21,65 @@ import importlib
 import importlib.util
 import shutil
 import sys
-import traceback
 from pathlib import Path
 
 from . import EXERCISES
+from .grade import add_grade_parser, run_grade
+from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
+from .worker import import_message
 
 HERE = Path(__file__).resolve().parent
 # what the student copy leaves out: the solutions and the planted mistakes built from them
 INSTRUCTOR_ONLY = ("solutions", "mistakes.py")
 
 
-class LoadError(Exception):
-    def __init__(self, message, hint="fix the file so that Python can import it, then run the check again"):
-        super().__init__(message)
-        self.hint = hint
-
-
 def load_module(name: str, source: str = "stubs"):
-    """The module to check for exercise ``name``.
+    """The module for exercise ``name``, imported into THIS process (for ``run_check`` in-process).
 
     source: "stubs" (exercises/stubs/NAME.py), "solutions", a .py file, or a
     directory holding NAME.py.  Raises ``LoadError`` with a readable message
-    when it cannot be imported (a syntax error, a missing file...).
+    when it cannot be imported (a syntax error, a missing file...).  The
+    command line does not use it: it runs the student's code in a worker
+    process (``sandbox.check_isolated``); importing here is for self-checks
+    (a notebook, the tests of the checkers), never for a grade.
     """
+    path = source_file(name, source)
     if source in ("stubs", "solutions"):
-        if source == "solutions" and not (HERE / "solutions").is_dir():
-            raise LoadError("this copy of the exercises has no solutions (the student version)",
-                            hint="check your own files: python -m exercises check NAME")
         try:
             return importlib.import_module(f"exercises.{source}.{name}")
         except Exception as exc:
-            raise LoadError(_import_message(exc, HERE / source / f"{name}.py")) from None
-    path = Path(source)
-    if path.is_dir():
-        path = path / f"{name}.py"
-        if not path.is_file():
-            raise LoadError(f"no such file: {path}",
-                            hint=f"--path DIR reads DIR/{name}.py: name your file {name}.py, "
-                                 "or give --path the file itself")
-    if not path.is_file():
-        raise LoadError(f"no such file: {path}",
-                        hint="the file does not exist: check the path (a relative path starts from "
-                             "the folder you run the command in)")
+            raise LoadError(import_message(exc, path)) from None
     spec = importlib.util.spec_from_file_location(f"_exercise_{name}_{abs(hash(str(path)))}", path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise LoadError(_import_message(exc, path)) from None
+        raise LoadError(import_message(exc, path)) from None
     return module
 
 
-def _import_message(exc: Exception, path: Path) -> str:
-    if isinstance(exc, SyntaxError):
-        return (f"{path.name} does not compile: {exc.msg} (line {exc.lineno}): "
-                f"{(exc.text or '').strip()}")
-    # an exception while the file runs (a NameError at module level, a failing import...):
-    # name the line of the file it came from, as for an exception in a checked function
-    where = ""
-    target = path.resolve()
-    mine = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == target]
-    if mine:
-        code = f": {mine[-1].line.strip()}" if mine[-1].line else ""
-        where = f" (at {path.name} line {mine[-1].lineno}{code})"
-    return f"could not import {path.name}: {type(exc).__name__}: {exc}{where}"
-
-
-def check(names, source="stubs", out=sys.stdout) -> bool:
-    """Check the named exercises, print a verdict for each, return True when all pass."""
-    try:
-        from .checks import run_check
-        from .harness import Report
-    except ImportError as exc:   # the checkers compare with minibert: it must be installed
-        print(f"cannot run the checkers: {exc}. They compare your code with minibert's, so install "
-              "minibert first (pip install <path to the minibert repository>).", file=out)
-        return False
-
+def check(names, source="stubs", out=sys.stdout, timeout=DEFAULT_TIMEOUT, memory_mb=DEFAULT_MEMORY_MB) -> bool:
+    """Check the named exercises, each in its own worker process; print a verdict for each;
+    return True when all pass."""
     results = []
-    for name in names:
+    worker = Worker(memory_mb)     # it imports NumPy while this process imports the checkers
+    try:
         try:
-            module = load_module(name, source)
-            report = run_check(name, module)
-        except LoadError as exc:
-            report = Report(name)
-            report.fail(str(exc), exc.hint)
-        print(report.render(), file=out)
-        print(file=out)
-        results.append(report)
+            from .checks import run_check  # noqa: F401
+        except ImportError as exc:   # the checkers compare with minibert: it must be installed
+            print(f"cannot run the checkers: {exc}. They compare your code with minibert's, so install "
+                  "minibert first (pip install <path to the minibert repository>).", file=out)
+            return False
+        for i, name in enumerate(names):
+            # the next exercise's worker starts while this one is checked
+            current, worker = worker, (Worker(memory_mb) if i + 1 < len(names) else None)
+            report = check_isolated(name, source, timeout, memory_mb, worker=current)
+            print(report.render(), file=out)
+            print(file=out)
+            results.append(report)
+    finally:
+        if worker is not None:
+            worker.close()
     if len(results) > 1:
         passed = sum(r.passed for r in results)
         print(f"{passed} of {len(results)} exercises pass: " +
@@ -135,9 +111,11 @@ def main(argv=None) -> int:
     group = p_check.add_mutually_exclusive_group()
     group.add_argument("--solutions", action="store_true", help="check the instructor solutions")
     group.add_argument("--path", help="a .py file (one exercise) or a directory of NAME.py files")
+    _limits(p_check)
     p_make = sub.add_parser("make-student", help="copy the exercises without the solutions")
     p_make.add_argument("dir", type=Path)
     p_make.add_argument("--force", action="store_true", help="replace DIR/exercises if it exists")
+    add_grade_parser(sub, _limits)
     args = parser.parse_args(argv)
 
     if args.command == "list":
@@ -149,6 +127,8 @@ def main(argv=None) -> int:
     if args.command == "make-student":
         make_student(args.dir, args.force)
         return 0
+    if args.command == "grade":
+        return run_grade(args, parser)
 
     names = list(EXERCISES) if args.names == ["all"] else args.names
     unknown = [n for n in names if n not in EXERCISES]
@@ -157,4 +137,16 @@ def main(argv=None) -> int:
     source = "solutions" if args.solutions else (args.path or "stubs")
     if args.path and Path(args.path).is_file() and len(names) > 1:
         parser.error("--path FILE checks one exercise; give a directory to check several")
-    return 0 if check(names, source) else 1
+    try:
+        return 0 if check(names, source, timeout=args.timeout, memory_mb=args.memory_mb) else 1
+    except KeyboardInterrupt:           # Ctrl-C here, at the keyboard: the workers are gone already
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _limits(p) -> None:
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                   help=f"seconds each exercise may take (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--memory-mb", type=float, default=DEFAULT_MEMORY_MB, metavar="MB",
+                   help=f"address space of the process that runs the student's code, where the platform "
+                        f"can limit it (default {DEFAULT_MEMORY_MB})")

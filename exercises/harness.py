@@ -13,17 +13,24 @@ the hint names (``known`` values, or an ``explain`` function that looks at the
 result).  When a check fails in a way that leaves nothing for the later checks
 to look at (an exception, a result of the wrong shape), the checker stops and
 says so once, rather than printing failures that only repeat the first.
+
+``report.module`` is the student's module imported into this process, or,
+for a grade (``sandbox.py``), a ``RemoteModule`` whose functions run in a
+worker process and come back as data; the checks read both alike.  With a
+worker, ``call_each`` sends a loop's calls in one message and a gradient
+check sends all its perturbed inputs in one (``Forward``).
 """
 from __future__ import annotations
 
 import inspect
 import re
-import traceback
 from pathlib import Path
 
 import numpy as np
 
 from minibert.gradcheck import max_rel_error, numerical_gradient
+
+from .worker import student_where
 
 TOL = 1e-7          # gradient checks and comparisons with minibert, float64
 MEASURE = "max_rel_error"
@@ -44,6 +51,7 @@ class Report:
         self.failures: list[tuple[str, str | None]] = []   # (what failed, its hint), in order
         self.status = "pass"          # "pass", "fail" or "todo"
         self.n_ok = 0
+        self.output: list[str] = []   # what the student's code printed, shown under the verdict
 
     @property
     def passed(self) -> bool:
@@ -109,7 +117,7 @@ class Report:
             out.append("  -> not implemented yet: fill in the TODOs, then run the check again.")
         else:
             out.append("  -> failed: read the first FAIL line and its hint, fix it, run again.")
-        return "\n".join(out)
+        return "\n".join(out + self.output)
 
 
 def _short(path: str) -> str:
@@ -127,13 +135,40 @@ def call(report: Report, func_name: str, *args, hint=None, **kwargs):
     that returns a string, or None when the exception is not the one it knows
     (then a generic hint for the kind of exception is given).
     """
+    func = _function(report, func_name)
+    return _guarded(report, func_name, lambda: func(*args, **kwargs), hint)
+
+
+def call_each(report: Report, func_name: str, calls: list, hint=None):
+    """``call`` for each (args, kwargs) of ``calls``, in order: yields the results one by one.
+
+    A function run in a worker process gets all the calls in one message (the
+    data exercises make thousands); their results, and an exception, are read
+    in order as if each call had just been made, so a check loop over them
+    reports exactly what it would with one call at a time.
+    """
+    func = _function(report, func_name)
+    batch = getattr(func, "call_each", None)
+    if batch is None:
+        outcomes = ((lambda a=args, k=kwargs: func(*a, **k)) for args, kwargs in calls)
+    else:
+        outcomes = batch(calls)
+    for outcome in outcomes:
+        yield _guarded(report, func_name, outcome, hint)
+
+
+def _function(report: Report, func_name: str):
     func = getattr(report.module, func_name, None)
     if func is None:
         report.fail(f"the module has no function {func_name}",
                     "keep the function names and signatures of the stub file")
         raise Abort
+    return func
+
+
+def _guarded(report: Report, func_name: str, run, hint):
     try:
-        return func(*args, **kwargs)
+        return run()
     except NotImplementedError:
         report.todo(func_name)
         raise Abort
@@ -153,17 +188,11 @@ def try_call(module, func_name: str, *args, **kwargs):
 
 
 def _where(exc: BaseException, module) -> str:
-    """' (at layernorm.py line 42: <code>)' for the deepest frame in the student's file."""
+    """' (at layernorm.py line 42 : <code>)' for the deepest frame in the student's file."""
+    if getattr(exc, "student_where", None) is not None:     # raised in a worker, which named the line
+        return exc.student_where
     target = getattr(module, "__file__", None)
-    frames = traceback.extract_tb(exc.__traceback__)
-    if target:
-        target = str(Path(target).resolve())
-        mine = [f for f in frames if str(Path(f.filename).resolve()) == target]
-        if mine:
-            f = mine[-1]
-            code = f" : {f.line.strip()}" if f.line else ""
-            return f"  (at {Path(f.filename).name} line {f.lineno}{code})"
-    return ""
+    return student_where(exc, target) if target else ""
 
 
 # What an argument is, and why changing it in place is a bug, by the argument's role.
@@ -207,10 +236,13 @@ def call_watched(report: Report, func_name: str, *args, roles: list, **kwargs):
 
 def _parameter_names(module, func_name: str, n: int) -> list[str]:
     """The names of the first n parameters, as the student's function spells them."""
-    try:
-        params = list(inspect.signature(getattr(module, func_name)).parameters)
-    except (TypeError, ValueError, AttributeError):
-        params = []
+    func = getattr(module, func_name, None)
+    params = getattr(func, "parameter_names", None)       # a function run in a worker says them
+    if params is None:
+        try:
+            params = list(inspect.signature(func).parameters)
+        except (TypeError, ValueError, AttributeError):
+            params = []
     return [params[i] if i < len(params) else f"argument {i + 1}" for i in range(n)]
 
 
@@ -342,7 +374,7 @@ def grad_check(report: Report, what: str, forward_out, x: np.ndarray, dout, anal
     zero_rows: rows of the numerical gradient that are 0 by design (the [PAD] embedding).
     """
     try:
-        num = numerical_gradient(forward_out, x, dout)
+        num = _numerical_gradient(forward_out, x, dout)
     except Exception as exc:
         report.fail(f"{what}: the forward pass failed during the gradient check "
                     f"({type(exc).__name__}: {exc})")
@@ -350,3 +382,54 @@ def grad_check(report: Report, what: str, forward_out, x: np.ndarray, dout, anal
     if zero_rows is not None:
         num[zero_rows] = 0.0
     return compare(report, f"{what} vs numerical gradient", analytic, num, TOL, hint, known, explain)
+
+
+class Forward:
+    """What a gradient check differentiates: ``func(*args, **kwargs)[0]`` on fresh copies of ``args``.
+
+    The gradient check changes one entry of an array in ``args`` at a time;
+    a forward pass that changed its inputs would otherwise spoil the
+    numerical gradient too, and the backward pass would get the blame.
+    seed: when given, a new ``np.random.default_rng(seed)`` is passed after
+    ``args`` at every call, so that a random forward (dropout) draws the same
+    mask each time and is a fixed function of its input.
+    """
+
+    def __init__(self, module, func: str, args, kwargs, seed=None):
+        self.func = getattr(module, func)
+        self.args, self.kwargs, self.seed = args, kwargs, seed
+
+    def __call__(self):
+        rng = () if self.seed is None else (np.random.default_rng(self.seed),)
+        return self.func(*[fresh(a) for a in self.args], *rng, **self.kwargs)[0]
+
+
+def fresh(a):
+    """A copy of an array argument (the caller keeps its own); anything else as it is."""
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
+def _numerical_gradient(forward, x: np.ndarray, df, h: float = 1e-5) -> np.ndarray:
+    """minibert's central differences, with the 2 x.size calls sent to a worker in one message.
+
+    The same arithmetic as ``minibert.gradcheck.numerical_gradient``, entry by
+    entry, so a result is the same to the last bit in a worker and in-process.
+    """
+    batch = getattr(getattr(forward, "func", None), "map_outputs", None)
+    index = next((i for i, a in enumerate(getattr(forward, "args", ())) if a is x), None)
+    if batch is None or index is None:
+        return numerical_gradient(forward, x, df, h)
+    cells = list(np.ndindex(*x.shape))
+    variants = np.repeat(x[None], 2 * len(cells), axis=0)
+    for k, ix in enumerate(cells):
+        old = x[ix]
+        variants[2 * k][ix] = old + h
+        variants[2 * k + 1][ix] = old - h
+    outs = batch(forward.args, forward.kwargs, index, variants, forward.seed)
+    grad = np.zeros_like(x)
+    for k, ix in enumerate(cells):
+        pos = np.asarray(outs[2 * k], dtype=np.float64)
+        neg = np.asarray(outs[2 * k + 1], dtype=np.float64)
+        diff = (pos - neg) if df is None else (pos - neg) * df
+        grad[ix] = np.sum(diff) / (2 * h)
+    return grad
