@@ -40,6 +40,18 @@ def checkpoint_path(directory, step) -> Path:
     return Path(directory) / f"checkpoint-{step:08d}.npz"
 
 
+
+def _write_npz(f, arrays: dict) -> None:
+    """``np.savez(f, **arrays)``, with the archive closed even when a write fails.
+
+    Older NumPy leaves the zip file to the garbage collector after an error (a full disk),
+    which then prints "Exception ignored ... seek of closed file" under the one-line error.
+    """
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
 def list_checkpoints(directory) -> list[Path]:
     """Checkpoints in ``directory``, oldest first."""
     directory = Path(directory)
@@ -98,7 +110,7 @@ def save_checkpoint(directory, step: int, arrays: dict, meta: dict, keep: int = 
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         made = True
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **host)
+            _write_npz(f, dict(__meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **host))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
