@@ -16,6 +16,7 @@ from pathlib import Path
 from . import accel
 from .train import TrainArgs, dist, dist_exit
 from .train.errors import agreed
+from .train.signals import STOP_SIGNALS, guarded_output, honoured
 
 PRETRAIN_HELP = """\
 Pre-train a BERT from scratch with masked language modelling (MLM) and next
@@ -29,8 +30,10 @@ The run writes into --out:
   model/                    the final model in Hugging Face's format (config.json,
                             model.safetensors, vocab.txt): transformers loads it as it is
 
-Ctrl-C or SIGTERM saves a checkpoint and exits with status 0; --resume continues
-exactly where the run stopped (the same losses as an uninterrupted run on the CPU).
+Ctrl-C, SIGTERM or SIGHUP (a closed terminal), or a stdout or stderr whose reader went
+away, saves a checkpoint and exits with status 0; --resume continues exactly where the
+run stopped (the same losses as an uninterrupted run on the CPU). To keep training after
+the terminal closes, run it under nohup or tmux (see the README).
 A NaN loss stops the run, names the step and the last good checkpoint, and saves nothing.
 
 Several processes train one model with MPI (pip install "minibert[dist]"):
@@ -167,6 +170,21 @@ def main(argv=None) -> int:
                     help="cuda: the same run on a GPU, with CuPy (default: %(default)s)")
 
     ns = parser.parse_args(argv)
+    # a closed pipe or a hung-up terminal never crashes a command: its output goes nowhere,
+    # and a pre-training run saves and stops (signals.py)
+    with guarded_output():
+        status = _run_command(ns)
+    if argv is None:
+        # the program itself, which ends now (MPI finishing with the other ranks, at most): a late
+        # Ctrl-C or SIGHUP, say the second of two quick ones, must not turn a saved run into a failure
+        with contextlib.suppress(ValueError):      # (not the main thread: nothing to do)
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+    return status
+
+
+def _run_command(ns) -> int:
+    """The command ``ns`` names, with every failure turned into one line and an exit status."""
     try:
         dist.world()     # under mpiexec -n N: the job's N processes (an error after this ends them all)
         accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
@@ -200,22 +218,27 @@ def _fail(ns, exc, message: str, status: int) -> int:
 
 @contextlib.contextmanager
 def _terminate_as_interrupt():
-    """SIGTERM (e.g. from a job scheduler) stops the command like Ctrl-C: with one line, not silently.
+    """SIGTERM (e.g. from a job scheduler) and SIGHUP (the terminal closed) stop the command like
+    Ctrl-C: with one line, not silently.
 
-    During the training loop, pretrain's own handler takes over both signals (it saves a
-    checkpoint and stops cleanly); this one covers everything before and after it.
+    During the training loop, pretrain's own handler takes over these signals (it saves a
+    checkpoint and stops cleanly); this one covers everything before and after it. A SIGHUP
+    ignored by the user (``nohup``) stays ignored.
     """
     def interrupt(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
+    old = {}
     try:
-        old = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:       # not the main thread: leave SIGTERM alone
-        yield
-        return
+        for sig in STOP_SIGNALS:
+            if sig != signal.SIGINT and honoured(sig):   # SIGINT: Python's own KeyboardInterrupt
+                old[sig] = signal.signal(sig, interrupt)
+    except ValueError:       # not the main thread: leave the signals alone
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _dispatch(ns) -> int:
@@ -226,7 +249,11 @@ def _dispatch(ns) -> int:
                                 f"without mpiexec"))
     if ns.command == "pretrain":
         from .train import pretrain
-        result = pretrain(_train_args(ns))
+        # every rank parses its own command line: a bad one is reported once, by rank 0
+        result = pretrain(dist.current().everywhere(lambda: _train_args(ns)))
+        if (result.stopped_by or "").startswith("stdout "):   # its own line went there: say it where it is read
+            print(f"minibert pretrain: {result.stopped_by}: saved a checkpoint at step {result.step} in "
+                  f"{result.out}; continue with --resume", file=sys.stderr)
         return 0 if result.stopped_by != "nan" else 1
     if ns.command == "train-tokenizer":
         return _train_tokenizer(ns)
@@ -244,12 +271,7 @@ def _train_tokenizer(ns) -> int:
     from .wordpiece_trainer import check_vocab_size_option
     check_vocab_size_option(ns.vocab_size)
     out = Path(ns.out)
-    if out.parent and not out.parent.exists():
-        raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; name the vocabulary file, e.g. {out / 'vocab.txt'}")
-    if out.exists() and Path(ns.corpus).exists() and out.resolve() == Path(ns.corpus).resolve():
-        raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
+    replaces = _check_vocab_out(out, ns.corpus)
     corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir, download=ns.data_dir is None)
     import warnings
     with warnings.catch_warnings(record=True) as caught:     # one plain line, not Python's warning format
@@ -258,36 +280,67 @@ def _train_tokenizer(ns) -> int:
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     tok.write_vocab_file(out)
-    print(f"wrote {out}: {tok.vocab_size} tokens learned from {corpus}")
+    print(f"wrote {out}{' (it replaces the vocabulary that was there)' if replaces else ''}: {tok.vocab_size} "
+          f"tokens learned from {corpus}")
     if tok.vocab_size < ns.vocab_size:
+        words = {w for d in corpus.documents for s in d for w in tok.basic.tokenize(s)}
+        split = sum(len(tok.tokenize(w)) > 1 for w in words)
+        why = ("every word is already one token" if not split else
+               f"no pair of adjacent pieces is seen twice or more, where training stops; {split:,} of its "
+               f"{len(words):,} distinct words are still split into pieces")
         print(f"note: --vocab-size asked for {ns.vocab_size:,}; the corpus has no more word pieces to learn "
-              f"(every word is already one token)", file=sys.stderr)
+              f"({why})", file=sys.stderr)
     return 0
+
+
+def _check_vocab_out(out: Path, corpus: str) -> bool:
+    """``--out`` of train-tokenizer can be written, and replaces no file but a vocabulary; True if it replaces one."""
+    blocker = next((p for p in out.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise NotADirectoryError(f"--out {out}: {blocker} is a file, not a folder")
+    if out.parent and not out.parent.exists():
+        raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; name the vocabulary file, e.g. {out / 'vocab.txt'}")
+    if not out.exists():
+        return False
+    if Path(corpus).exists() and out.resolve() == Path(corpus).resolve():
+        raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
+    from .vocab import UNK, load_vocab
+    try:
+        is_vocab = UNK in load_vocab(out)
+    except (ValueError, OSError):
+        is_vocab = False
+    if not is_vocab:
+        raise FileExistsError(f"--out {out} already exists and is not a vocabulary (no [UNK] line); choose "
+                              f"another --out, or delete the file first if it may go")
+    return True
 
 
 def _fill_mask(ns) -> int:
-    from .model import BertForPreTraining
-    from .tokenizer import WordPieceTokenizer
-    from .train import fill_mask
-    d = Path(ns.model_dir)
-    if d.is_file():
-        raise ValueError(f"{d} is a file; give the model's folder (the one holding config.json, "
-                         f"model.safetensors and vocab.txt)")
-    if not (d / "config.json").is_file() and ((d / "run.json").is_file() or (d / "metrics.jsonl").is_file()):
-        raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
-                                f"written when the run finishes")
-    if not (d / "vocab.txt").is_file():
-        raise FileNotFoundError(f"{d / 'vocab.txt'} not found: fill-mask needs the model's vocabulary beside it")
+    from .inference import fill_mask, load_for_fill_mask
     if ns.top_k < 1:
         raise ValueError(f"--top-k must be at least 1, got {ns.top_k}")
-    tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
-    model = BertForPreTraining.from_pretrained(d, device=ns.device)
+    model, tokenizer, note = load_for_fill_mask(ns.model_dir, device=ns.device)
+    if note:
+        print(note, file=sys.stderr)
+    import warnings
     for text in ns.text:
         print(text)
-        for i, preds in enumerate(fill_mask(model, tokenizer, text, ns.top_k)):
-            shown = "  ".join(f"{tok} ({p:.3f})" for tok, p in preds)
+        with warnings.catch_warnings(record=True) as caught:     # one plain line, not Python's warning format
+            warnings.simplefilter("always", UserWarning)
+            predictions = fill_mask(model, tokenizer, text, ns.top_k)
+        for w in caught:
+            print(f"note: {w.message}", file=sys.stderr)
+        for i, preds in enumerate(predictions):
+            shown = "  ".join(f"{tok} ({_probability(p)})" for tok, p in preds)
             print(textwrap.indent(f"[MASK] #{i + 1}: {shown}", "  "))
     return 0
+
+
+def _probability(p: float) -> str:
+    """Three decimals, or two significant digits below 0.001 (a 30,522-token vocabulary spreads it thin)."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 if __name__ == "__main__":

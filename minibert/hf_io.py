@@ -11,6 +11,7 @@ import json
 import os
 import re
 import secrets
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -133,7 +134,7 @@ def read_safetensors(path) -> dict:
         raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
 
 
-def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False):
+def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False, strict=True):
     directory = as_path(directory, "directory")
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
@@ -146,7 +147,14 @@ def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed
         state = {k: v for k, v in state.items() if not k.startswith("cls.")}
     try:
         # refuses wrong shapes, non-floating tensors (bool, int) and NaN or infinite values
-        model.load_state_dict(state)
+        result = model.load_state_dict(state, strict=strict)
     except ValueError as exc:
-        raise ValueError(f"the weights in {directory} cannot be loaded: {exc}") from None
+        hint = (" (a checkpoint saved without some of them, such as transformers' BertForMaskedLM without the "
+                "pooler and the next-sentence head, loads with strict=False)" if strict and "missing keys" in
+                str(exc) else "")
+        raise ValueError(f"the weights in {directory} cannot be loaded: {exc}{hint}") from None
+    model.loading_info = result
+    if result.missing or result.unexpected:
+        # many published BERT checkpoints lack the heads their task does not use: say so, in one line
+        warnings.warn(f"{directory}: {result}", UserWarning, stacklevel=3)
     return model.eval()         # as transformers: a loaded model predicts, without dropout

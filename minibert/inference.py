@@ -1,41 +1,109 @@
 """Using a pre-trained model: the top predictions for each ``[MASK]`` of a text."""
 from __future__ import annotations
 
+import re
+import warnings
+from pathlib import Path
+
 import numpy as np
 
 from .backend import to_numpy
+from .checks import is_int
+
+# the weights only next sentence prediction uses: a masked-LM checkpoint often lacks them
+NOT_FOR_MLM = ("bert.pooler.", "cls.seq_relationship.")
+# never the word behind a [MASK]: the special tokens, and the unused slots of BERT's vocabularies
+NEVER_PREDICTED = re.compile(r"\[(PAD|UNK|CLS|SEP|MASK|unused\d+)\]")
+
+
+def check_vocab_size(model, tokenizer, vocab_file="the tokenizer's vocabulary") -> None:
+    """A vocabulary and a model of different sizes belong to different models: one line naming both sizes."""
+    n_model, n_vocab = model.config.vocab_size, tokenizer.vocab_size
+    if n_model != n_vocab:
+        raise ValueError(f"{vocab_file} has {n_vocab:,} tokens but the model's vocabulary has {n_model:,} "
+                         f"(vocab_size in its config.json): the two belong to different models; use the "
+                         f"vocab.txt the model was trained with")
+
+
+def load_for_fill_mask(directory, device="cpu"):
+    """(model, tokenizer, note) from a model folder: config.json, the weights and vocab.txt.
+
+    What masked-word prediction does not use may be absent (many published checkpoints,
+    transformers' ``BertForMaskedLM`` among them, have no pooler and no next-sentence
+    head); ``note`` then says so in one line (None when nothing was absent or unused).
+    """
+    from .model import BertForPreTraining
+    from .state_dict import name_list
+    from .tokenizer import WordPieceTokenizer
+    d = Path(directory)
+    if d.is_file():
+        raise ValueError(f"{d} is a file; give the model's folder (the one holding config.json, "
+                         f"model.safetensors and vocab.txt)")
+    if not d.is_dir():
+        raise FileNotFoundError(f"model folder not found: {d}")
+    if not (d / "config.json").is_file() and ((d / "run.json").is_file() or (d / "metrics.jsonl").is_file()):
+        raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
+                                f"written when the run finishes")
+    if not (d / "vocab.txt").is_file():
+        raise FileNotFoundError(f"{d / 'vocab.txt'} not found: fill-mask needs the model's vocabulary beside it")
+    tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)       # what was left out is said below, once
+        model = BertForPreTraining.from_pretrained(d, device=device, strict=False)
+    missing, unexpected = model.loading_info
+    needed = [n for n in missing if not n.startswith(NOT_FOR_MLM)]
+    if needed:
+        raise ValueError(f"{d} lacks weights that fill-mask needs: {name_list(needed)} (a model with a "
+                         f"masked-LM head is needed, such as BertForMaskedLM or BertForPreTraining)")
+    check_vocab_size(model, tokenizer, d / "vocab.txt")
+    parts = [f"has no {name_list(missing)} (fill-mask does not use them)"] if missing else []
+    parts += [f"holds weights fill-mask does not use: {name_list(unexpected)}"] if unexpected else []
+    return model, tokenizer, (f"note: {d} " + "; ".join(parts)) if parts else None
 
 
 def fill_mask(model, tokenizer, text: str, top_k: int = 5):
     """Top-k predictions for each ``[MASK]`` in ``text``: a list (one per mask) of (token, probability).
 
-    Text past the model's positions is cut off, but a ``[MASK]`` there is an error: every
-    ``[MASK]`` gets its predictions, or none does.
+    The probabilities are the model's over its whole vocabulary; special tokens and
+    ``[unusedN]`` slots are never among the predictions. Text past the model's positions
+    is cut off, with a warning that says how much; a ``[MASK]`` there is an error:
+    every ``[MASK]`` gets its predictions, or none does.
     """
-    mask_id = tokenizer.mask_id
+    if not is_int(top_k) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str holding [MASK], got {type(text).__name__}")
+    mask_id = tokenizer.mask_id             # (a vocabulary without [MASK] is named as such first)
+    check_vocab_size(model, tokenizer)
     n_positions = model.config.max_position_embeddings
     enc = tokenizer.encode(text, max_length=n_positions)
     ids = np.asarray([enc["input_ids"]])
     positions = np.flatnonzero(ids[0] == mask_id)
-    n_masks = tokenizer.tokenize_to_ids(text).count(mask_id)
+    all_ids = tokenizer.tokenize_to_ids(text)
+    n_masks = all_ids.count(mask_id)
     shown = repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text):,} characters)"
     if n_masks == 0:
-        raise ValueError(f"no [MASK] in {shown}: write [MASK] where a word should be predicted")
+        capitals = " (in capitals: [mask] is read as a word)" if "[mask]" in text.lower() else ""
+        raise ValueError(f"no [MASK] in {shown}: write [MASK] where a word should be predicted{capitals}")
     if positions.size < n_masks:
         lost = n_masks - positions.size
         raise ValueError(f"{lost:,} of the {n_masks:,} [MASK] tokens of {shown} "
                          f"{'lies' if lost == 1 else 'lie'} beyond the model's {n_positions} positions: "
                          f"only {positions.size:,} fit (the model reads at most {n_positions - 2} tokens "
                          f"between [CLS] and [SEP]); shorten the text or split it into several")
+    dropped = len(all_ids) - (ids.shape[1] - 2)
+    if dropped > 0:
+        warnings.warn(f"the text is {len(all_ids):,} tokens long and the model reads {n_positions - 2}: its last "
+                      f"{dropped:,} tokens were not read", UserWarning, stacklevel=2)
     out = model.forward(ids, np.asarray([enc["token_type_ids"]]), np.asarray([enc["attention_mask"]]),
                         train=False)
     model.release()
     logits = to_numpy(out.mlm_logits[0, positions]).astype(np.float64)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
+    allowed = np.array([not NEVER_PREDICTED.fullmatch(t) for t in tokenizer.vocab])
     result = []
     for p in probs:
-        top = np.argsort(-p)[:top_k]
+        top = np.argsort(-np.where(allowed, p, -1.0), kind="stable")[:min(top_k, int(allowed.sum()))]
         result.append([(tokenizer.convert_ids_to_tokens([int(i)])[0], float(p[i])) for i in top])
     return result
-

@@ -136,6 +136,8 @@ def prepare_inputs(xp, config, input_ids, token_type_ids, attention_mask):
     """input_ids, token_type_ids, attention_mask checked, as int64 arrays of ``xp`` (the two
     optional ones filled in: segment 0 everywhere, every position attended)."""
     c = config
+    if input_ids is None:            # the one input a forward cannot do without
+        raise TypeError("input_ids is required: a (batch, seq_len) array or nested list of token ids")
     ids = check_ids(xp, c, "input_ids", input_ids, upper=c.vocab_size)
     shape = ids.shape
     types = check_ids(xp, c, "token_type_ids", token_type_ids, shape, upper=c.type_vocab_size)

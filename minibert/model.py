@@ -238,7 +238,7 @@ class BertModel:
         d.update({alias: d[name] for alias, name in self._tied().items()})
         return d
 
-    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+    def load_state_dict(self, state: dict, strict: bool = True):
         """Copy weights in from ``{name: array}`` (NumPy, CuPy, PyTorch or anything ``np.asarray`` takes).
 
         Names may carry HF's ``bert.`` prefix or not, and LayerNorm parameters
@@ -249,9 +249,10 @@ class BertModel:
         wrong shapes, tensors that are not floating point (bool, int) and NaN
         or infinite values (also those that only overflow in the model's
         dtype) raise one ``ValueError`` listing them all; the model is left
-        unchanged in that case.
+        unchanged in that case.  ``strict=False`` allows missing and unknown
+        names; the ``LoadResult`` returned lists them (``.missing``, ``.unexpected``).
         """
-        load_state_dict(self, state, strict)
+        return load_state_dict(self, state, strict)
 
     # ----------------------------------------------------------------- save / load
     def save_pretrained(self, directory) -> None:
@@ -260,15 +261,14 @@ class BertModel:
         save_pretrained(self, directory)
 
     @classmethod
-    def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False):
-        """Load a directory written by ``save_pretrained`` (minibert's or transformers').
-
-        The model comes back in inference mode (``model.training`` False: no
-        dropout unless a forward asks for it); ``model.train()`` to train it.
+    def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False, strict=True):
+        """Load a directory written by ``save_pretrained`` (minibert's or transformers'), in inference mode
+        (``model.train()`` to train it).  ``strict=False`` loads a checkpoint that lacks some weights (those
+        keep their initial values) or holds others: a warning names them, ``model.loading_info`` lists them.
         """
         from .hf_io import from_pretrained
         return from_pretrained(cls, directory, dtype=dtype, device=device, seed=seed,
-                               mixed_precision=mixed_precision)
+                               mixed_precision=mixed_precision, strict=strict)
 
 
 class BertForPreTraining(BertModel):

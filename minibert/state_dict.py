@@ -1,6 +1,8 @@
 """Loading weights into a model by name: Hugging Face's names, checked all at once before any copy."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .backend import to_numpy
@@ -68,7 +70,31 @@ def _read(model, state, own, tied):
     return values, unknown, bad, given
 
 
-def load_state_dict(model, state, strict=True) -> None:
+class LoadResult(NamedTuple):
+    """What a ``load_state_dict(..., strict=False)`` left out: the model's names the state lacked
+    (kept as they were), and the state's names the model has no place for (not used)."""
+    missing: list
+    unexpected: list
+
+    def __str__(self) -> str:
+        parts = [f"{what}: {name_list(names)}" for what, names in
+                 (("absent, left as initialised", self.missing), ("unused", self.unexpected)) if names]
+        return "; ".join(parts) or "every weight loaded"
+
+
+def name_list(names, most: int = 6) -> str:
+    """Parameter names in one short line: ``bert.pooler.dense.{weight, bias}``, at most ``most`` groups."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        stem, _, leaf = str(name).rpartition(".")
+        groups.setdefault(stem, []).append(leaf)
+    shown = [f"{stem}.{leaves[0]}" if len(leaves) == 1 else f"{stem}.{{{', '.join(leaves)}}}" if stem
+             else ", ".join(leaves) for stem, leaves in groups.items()]
+    more = len(shown) - most
+    return ", ".join(shown[:most]) + (f" and {more} more" if more > 0 else "")
+
+
+def load_state_dict(model, state, strict=True) -> LoadResult:
     """``model.load_state_dict``: see there."""
     if not hasattr(state, "items"):
         raise TypeError(f"state must be a dict of arrays, got {type(state).__name__}")
@@ -89,3 +115,4 @@ def load_state_dict(model, state, strict=True) -> None:
         raise ValueError("load_state_dict: " + "; ".join(problems))
     for name, arr in values.items():
         own[name][...] = arr
+    return LoadResult(missing, unknown)

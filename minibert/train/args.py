@@ -65,7 +65,7 @@ class RunResult:
     final_eval: dict | None = None
     model: object = None
     tokenizer: object = None
-    stopped_by: str | None = None                  # "SIGINT", "SIGTERM", "stop_at" or None
+    stopped_by: str | None = None    # "SIGINT", "SIGTERM", "SIGHUP", "stop_at", "stdout closed", "stderr closed", ...
 
 
 def check_args(a: TrainArgs, probe_out: bool = True) -> BertConfig:
@@ -119,13 +119,22 @@ def check_args(a: TrainArgs, probe_out: bool = True) -> BertConfig:
     if a.data_dir is not None and str(a.corpus) not in ("wikitext-2", "wikitext2"):
         raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
                          f"--corpus {a.corpus} (give the file itself as --corpus)")
-    if a.vocab is not None and not Path(a.vocab).is_file():
-        raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
-    if a.vocab is None:
-        check_vocab_size_option(a.vocab_size)
+    _check_vocab(a)
     if probe_out:
         check_writable(Path(a.out))
     return config
+
+
+def _check_vocab(a: TrainArgs) -> None:
+    """--vocab names a file (not a folder, as a model's folder would be), or --vocab-size leaves room for words."""
+    if a.vocab is None:
+        check_vocab_size_option(a.vocab_size)
+        return
+    if Path(a.vocab).is_dir():
+        hint = f" (it holds {Path(a.vocab) / 'vocab.txt'})" if (Path(a.vocab) / "vocab.txt").is_file() else ""
+        raise IsADirectoryError(f"--vocab {a.vocab} is a folder; name the vocabulary file in it{hint}")
+    if not Path(a.vocab).is_file():
+        raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
 
 
 def load_model_config(spec: str) -> BertConfig:

@@ -112,12 +112,14 @@ def load_run_corpus(a: TrainArgs) -> Corpus:
     return load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir, download=a.data_dir is None)
 
 
-def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False):
+def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False, leader: dict | None = None):
     """Corpus, tokenizer, training stream and fixed held-out batches.
 
     The data's warnings (e.g. lines far too long to be sentences) go to ``log``, one line each.
-    ``follower``: a data-parallel rank other than 0, which reads the run's ``vocab.txt``
-    (written by rank 0) unless --vocab names one, and writes nothing.
+    ``follower``: a data-parallel rank other than 0, which writes nothing and reads the run's
+    ``vocab.txt`` (written by rank 0) unless --vocab names one. ``leader``: what rank 0 read
+    (``data_summary``); a follower then takes rank 0's trained vocabulary from it rather than
+    from a file its node may not see, and refuses a corpus or a --vocab that differs from rank 0's.
     """
     saved_vocab = out / VOCAB_NAME
     trains_vocab = a.vocab is None and not (a.resume and saved_vocab.is_file()) and not follower
@@ -125,10 +127,14 @@ def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False):
     # a first look at memory before the vocabulary and the tokens: a corpus has at least as
     # many tokens as whitespace-separated words (the exact count is checked again later)
     check_instances_fit(corpus.num_words, a.dupe_factor, unit="words")
+    if leader is not None:
+        _check_same(corpus.fingerprint(), leader["corpus"], f"the corpus {a.corpus!r}", "--corpus")
     train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
 
     if a.vocab is not None:
         tokenizer = WordPieceTokenizer.from_vocab_file(a.vocab)
+    elif leader is not None:
+        tokenizer = WordPieceTokenizer(leader["tokens"], do_lower_case=leader["lower"], source="rank 0's vocabulary")
     elif not trains_vocab:
         tokenizer = WordPieceTokenizer.from_vocab_file(saved_vocab)   # the run's own vocabulary
     else:
@@ -136,6 +142,9 @@ def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False):
         with warnings.catch_warnings():   # the run measures and reports the [UNK] share itself
             warnings.simplefilter("ignore", UserWarning)
             tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
+    if leader is not None:
+        _check_same(tokenizer.fingerprint(), leader["vocab"],
+                    f"the vocabulary {a.vocab!r} ({tokenizer.vocab_size:,} tokens)", "--vocab")
     if not follower:
         tokenizer.save_vocabulary(out)
 
@@ -150,6 +159,22 @@ def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False):
         log(f"warning: {message}")
     eval_batches = _eval_batches(held, train, corpus.name, a, log)
     return corpus, tokenizer, BatchStream(train, a.batch_size, a.seed), eval_batches
+
+
+def data_summary(a: TrainArgs, corpus: Corpus, tokenizer) -> dict:
+    """What rank 0 read, for the other ranks: fingerprints, and the vocabulary it trained (or resumed)."""
+    trained = a.vocab is None
+    return dict(corpus=corpus.fingerprint(), vocab=tokenizer.fingerprint(),
+                tokens=tokenizer.vocab if trained else None, lower=tokenizer.do_lower_case)
+
+
+def _check_same(mine: str, rank0: str, what: str, flag: str) -> None:
+    """Every rank trains on the same data: a rank whose files differ from rank 0's says so (a node of its own
+    disk, or another working folder, reads its own copy of a file)."""
+    if mine != rank0:
+        raise ValueError(f"{what} differs from rank 0's (fingerprint {mine[:12]} against {rank0[:12]}): every "
+                         f"process must read the same text; a relative {flag} is read from each process's own "
+                         f"working folder, and nodes without a shared disk each need a copy of the same file")
 
 
 def _eval_batches(held, train, corpus_name: str, a: TrainArgs, log) -> list:

@@ -64,8 +64,8 @@ class Single:
     def reduce_step(self, sums: dict) -> dict:
         return sums
 
-    def any(self, flag) -> bool:
-        return bool(flag)
+    def first(self, reason):
+        return reason
 
     def everywhere(self, fn):
         return fn()
@@ -127,10 +127,9 @@ class MPIComm(Single):
         self._host_allreduce(v)
         return {k: int(round(x)) if k in _COUNTS else float(x) for k, x in zip(STAT_KEYS, v)}
 
-    def any(self, flag) -> bool:
-        """True on every rank if ``flag`` is true on any (a stop signal, say)."""
-        from mpi4py import MPI
-        return bool(self.comm.allreduce(int(bool(flag)), op=MPI.MAX))
+    def first(self, reason):
+        """The ``reason`` of the lowest rank that has one (a stop signal's name, say), on every rank; else None."""
+        return next((r for r in self.comm.allgather(reason) if r), None)
 
     def broadcast_arrays(self, *arrays) -> None:
         """Rank 0's values of these arrays, everywhere (in place; at the start only)."""

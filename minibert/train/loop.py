@@ -10,13 +10,13 @@ import numpy as np
 
 from .. import accel
 from . import dist
-from ..checkpoint import latest_checkpoint, remove_partial_checkpoints
+from ..checkpoint import checkpoint_step, latest_checkpoint, remove_partial_checkpoints
 from ..config import BertConfig
 from ..model import BertForPreTraining
 from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
-from .data import Prefetch, prepare_data
+from .data import Prefetch, data_summary, prepare_data
 from .errors import DISK_FULL, TrainingError, agreed, writes
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, unigram_baseline,
                       unknown_share)
@@ -78,6 +78,9 @@ def _open_folder(a: TrainArgs, out: Path):
     """The checkpoint to resume from (None for a new run, whose folder is made ready)."""
     remove_partial_checkpoints(out)   # left by a run killed while it saved (the lock is ours now)
     checkpoint = checkpoint_to_resume(a, out)
+    if checkpoint is not None and a.stop_at is not None and a.stop_at < checkpoint_step(checkpoint):
+        raise ValueError(f"--stop-at {a.stop_at} is behind the run: {checkpoint} is at step "
+                         f"{checkpoint_step(checkpoint)}; give a later --stop-at, or none to train to --steps")
     if not a.resume:
         if latest_checkpoint(out) is not None:
             raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
@@ -120,7 +123,9 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_
     if comm.size > 1:
         run.metrics.comm = comm     # each record: rank 0 writes it, and every rank hears whether it could
     stopped_by, end = None, a.stop_at if a.stop_at is not None else a.steps
-    with contextlib.ExitStack() as closing:
+    # one handler from the first step to the return: a second Ctrl-C (or a SIGHUP after a SIGTERM)
+    # while the checkpoint is written, the prefetch thread ends or the model is exported changes nothing
+    with StopSignal() as stop, contextlib.ExitStack() as closing:
         closing.callback(run.metrics.close)
         if run.step == 0:
             with writes(run.step, run.last_ckpt):
@@ -134,24 +139,25 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_
         run.metrics.start(run.stream, run.window)
         # a diverging run overflows: the finiteness check reports it
         # in one line instead of a wall of NumPy warnings
-        with StopSignal() as stop, np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             while run.step < end:
                 lr = a.lr * linear_warmup_decay(run.step, a.steps, a.warmup_steps)
                 train_step(run, lr)
-                stopping = comm.any(stop.received)    # every rank stops after the same step
+                stopping = comm.first(stop.received)    # every rank stops after the same step, for one reason
                 # log, evaluate, save; a write that fails says which steps are lost
                 with writes(run.step, run.last_ckpt):
-                    _log_evaluate_save(run, lr, bar, save=stopping or run.step == end)
+                    _log_evaluate_save(run, lr, bar, save=bool(stopping) or run.step == end)
                 if stopping:
-                    stopped_by = stop.received or "SIGTERM"   # (another rank heard it first)
-                    log(f"\n{stopped_by} received: saved {run.last_ckpt} at step {run.step}; "
-                        f"continue with --resume")
+                    stopped_by = stopping
+                    why = f"{stopped_by} received" if stopped_by.startswith("SIG") else stopped_by
+                    log(f"\n{why}: saved {run.last_ckpt} at step {run.step}; continue with --resume")
                     break
             else:
                 if a.stop_at is not None and run.step < a.steps:
                     stopped_by = "stop_at"
                     log(f"stopped at step {run.step} (--stop-at): saved {run.last_ckpt}; continue with --resume")
-    return _finish(run, config, stopped_by, log)
+        closing.close()
+        return _finish(run, config, stopped_by, log)
 
 
 def train_step(run: Run, lr: float) -> None:
@@ -230,8 +236,10 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) 
     """The data, the model, AdamW (restored from ``checkpoint`` if there is one), and what is known of them."""
     # rank 0 first: it writes the vocabulary and fills the token cache; the others then read them
     data = comm.on_root(lambda: prepare_data(a, out, log))
+    # the others check that they read the same text (their working folders and disks may differ)
+    leader = comm.bcast(comm.on_root(lambda: data_summary(a, data[0], data[1])))
     corpus, tokenizer, stream, eval_batches = comm.everywhere(
-        lambda: data if comm.is_root else prepare_data(a, out, log, follower=True))
+        lambda: data if comm.is_root else prepare_data(a, out, log, follower=True, leader=leader))
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
     model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
@@ -239,8 +247,7 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) 
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
     scaler = LossScaler() if a.mixed_precision else None
     identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
-    step, window = comm.everywhere(
-        lambda: restore_run(checkpoint, model, opt, stream, identity, scaler) if checkpoint else (0, None))
+    step, window = _restore(comm, checkpoint, model, opt, stream, identity, scaler)
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)   # the same start on every rank, by construction
 
     baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
@@ -265,6 +272,27 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) 
             f"sequences of each batch on each")
     return Run(a, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
                checkpoint, window, comm)
+
+
+def _restore(comm, checkpoint, model, opt, stream, identity, scaler):
+    """(step, log window) of ``checkpoint`` (0, None for a new run), its state loaded.
+
+    Rank 0 reads it; the other ranks, which may run on nodes that do not see --out,
+    get its small state from rank 0 and its arrays from ``broadcast_arrays``.
+    """
+    def read():
+        if not checkpoint:
+            return None
+        step, window = restore_run(checkpoint, model, opt, stream, identity, scaler)
+        return step, window, opt.t, stream.state_dict(), scaler.state_dict() if scaler is not None else None
+    state = comm.bcast(comm.on_root(read))
+    if state is None:
+        return 0, None
+    step, window, opt.t, position, scale = state
+    stream.load_state_dict(position)
+    if scaler is not None:
+        scaler.load_state_dict(scale)
+    return step, window
 
 
 def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
