@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+from importlib.machinery import SourceFileLoader
 import shutil
 import sys
 from pathlib import Path
@@ -49,7 +50,9 @@ def load_module(name: str, source: str = "stubs"):
             return importlib.import_module(f"exercises.{source}.{name}")
         except Exception as exc:
             raise LoadError(import_message(exc, path)) from None
-    spec = importlib.util.spec_from_file_location(f"_exercise_{name}_{abs(hash(str(path)))}", path)
+    modname = f"_exercise_{name}_{abs(hash(str(path)))}"
+    # a source loader named outright: a file saved as gelu.txt or gelu.py.txt is Python all the same
+    spec = importlib.util.spec_from_file_location(modname, path, loader=SourceFileLoader(modname, str(path)))
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

@@ -351,6 +351,23 @@ def test_cross_entropy_must_use_its_ignore_index(tmp_path, valid):
     assert any("ignore_index argument" in h for h in report.hints), text
 
 
+def test_a_file_not_named_py_is_read_as_python(tmp_path):
+    """A student who saves gelu.txt or gelu.py.txt (a browser's download) gets a verdict, not
+    a traceback: the file is Python whatever its name ends with."""
+    solution = (ROOT / "exercises" / "solutions" / "gelu.py").read_text()
+    for name in ("gelu.txt", "gelu.py.txt"):
+        f = tmp_path / name
+        f.write_text(solution)
+        res = _run("check", "gelu", "--path", str(f))
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.stdout.startswith(f"[PASS] gelu  ({f})")
+        assert load_module("gelu", str(f)).gelu_forward is not None
+    f.write_text((ROOT / "exercises" / "stubs" / "gelu.py").read_text())
+    res = _run("check", "gelu", "--path", str(f))
+    assert res.returncode == 1 and "[TODO] gelu" in res.stdout
+    assert "Traceback" not in res.stdout + res.stderr and "loader" not in res.stdout
+
+
 def test_an_exception_at_import_is_reported_with_its_line(tmp_path):
     f = tmp_path / "linear.py"
     f.write_text("import numpy as np\n\nSCALE = undefined_name * 2\n")
