@@ -4,7 +4,7 @@ Part 1 (measured).  The optimiser step of ``minibert pretrain`` (``train.train_s
 backward, the gradient allreduce, the step's sums, clipping, AdamW) for each preset, in one
 process and in N processes launched by ``mpiexec -n N python -m mpi4py benchmarks/bench_dist.py
 --worker ...``, on the same global batch.  The run is set up as ``pretrain`` sets it up (the same
-seed on every rank, ``accel.enable()``, ``dist.use_device``, the weights broadcast from rank 0),
+seed on every rank, the fast kernels, ``dist.use_device``, the weights broadcast from rank 0),
 except that the batches are random token ids (15% of the positions labelled, the preset's
 30522-word vocabulary) made before the clock starts, where ``pretrain`` prefetches real ones.
 
@@ -68,17 +68,16 @@ class FixedBatches:
 
 def build_run(args, comm):
     """Model, AdamW and the ``Run`` that ``train_step`` moves on, as ``pretrain`` makes them."""
-    from minibert import BertConfig, BertForPreTraining, accel
+    from minibert import BertConfig, BertForPreTraining
     from minibert.optim import AdamW
     from minibert.train import MetricsLog, TrainArgs, dist
     from minibert.train.loop import Run
 
-    accel.enable()
     dist.use_device(comm, "cpu")
     a = TrainArgs(config=args.preset, steps=args.warmup + args.steps, batch_size=args.batch,
                   seq_len=args.seq_len, lr=1e-4, progress=False, plot=False)
     cfg = BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
-    model = BertForPreTraining(cfg, seed=a.seed, dtype=a.dtype, device="cpu")
+    model = BertForPreTraining(cfg, seed=a.seed, dtype=a.dtype, device="cpu", kernels=a.kernels)
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)
     stream = FixedBatches(cfg.to_dict(), args.batch, args.seq_len, a.steps)

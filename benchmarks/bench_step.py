@@ -150,7 +150,6 @@ def run_minibert(cfg, batch, args):
     import numpy as np
     sys.path.insert(0, str(ROOT))
     import minibert as mb
-    from minibert import accel
     from minibert.optim import AdamW, LossScaler, clip_grad_norm
 
     rng = np.random.default_rng(0)
@@ -163,9 +162,9 @@ def run_minibert(cfg, batch, args):
         batch.update({k: cupy.asarray(v) for k, v in batch.items()})
     else:
         peak = gemm_peak(lambda a, b: a @ b, lambda n: rng.standard_normal((n, n)).astype(np.float32))
-    accel.enable()   # minibert's kernels and malloc setting, as the command line and the trainer run them
+    # minibert's kernels (and their malloc setting), as the command line and the trainer run them
     model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device,
-                                  mixed_precision=args.mixed_precision)
+                                  mixed_precision=args.mixed_precision, kernels="fast")
     opt = AdamW(model.params, lr=1e-4, eps=1e-6, weight_decay=0.01)
     scaler = LossScaler()
 
@@ -424,17 +423,16 @@ def main_parent(args):
 
 # --------------------------------------------------------------------------- profile
 def profile(args):
-    """Per-function time of minibert's step: every op the model calls (minibert.dispatch), the
-    scatter-add and AdamW.step are wrapped with a timer (exclusive time: a call's
-    own time minus that of the wrapped functions it calls); what is left of the
-    step is the glue in model.py (reshapes, residual adds, gathers)."""
+    """Per-function time of minibert's step: every op the model calls (its set of ops, ``model.ops``)
+    and AdamW.step are wrapped with a timer (exclusive time: a call's own time minus
+    that of the wrapped functions it calls); what is left of the step is the glue in
+    model.py (reshapes, residual adds, gathers)."""
     for var in THREAD_VARS:  # only effective when set before numpy is imported
         os.environ.setdefault(var, str(args.threads))
     import numpy as np
     sys.path.insert(0, str(ROOT))
     import minibert as mb
-    from minibert import accel, dispatch as L, ops, optim
-    from minibert import backend
+    from minibert import ops, optim
 
     totals, stack = {}, []
     sync = lambda: None
@@ -466,22 +464,22 @@ def profile(args):
         W = rest[0] if len(rest) >= 2 else rest[0][1]
         return f"linear {'fwd' if len(rest) >= 2 else 'bwd'} W{tuple(W.shape)}"
 
-    skip = {"get_array_module", "attention_mask_bias", "split_heads", "merge_heads"}
-    for name in dir(L):
-        obj = getattr(L, name)
-        if callable(obj) and name in ops.__all__ and name not in skip:
-            if name == "linear_forward":
-                wrap(L, name, lambda x, W, b: linear_label(x, W, b))
-            elif name == "linear_backward":
-                wrap(L, name, lambda dy, cache: linear_label(dy, cache))
-            else:
-                wrap(L, name)
-    wrap(optim.AdamW, "step", lambda self, *a: "AdamW.step")
-
     cfg = config_dict(args.profile, args.vocab_size, args.dropout)
     batch, _ = make_batch(cfg, args.batch, args.seq_len)
-    accel.enable()   # minibert's kernels and malloc setting, as the command line and the trainer run them
-    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device)
+    # minibert's kernels (and their malloc setting), as the command line and the trainer run them
+    model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device,
+                                  kernels="fast")
+    skip = {"attention_mask_bias", "split_heads", "merge_heads", "adamw_update"}   # (AdamW.step below)
+    for name in ops.OPS:
+        if name in skip:
+            continue
+        if name == "linear_forward":
+            wrap(model.ops, name, lambda x, W, b: linear_label(x, W, b))
+        elif name == "linear_backward":
+            wrap(model.ops, name, lambda dy, cache: linear_label(dy, cache))
+        else:
+            wrap(model.ops, name)
+    wrap(optim.AdamW, "step", lambda self, *a: "AdamW.step")
     batch = {k: model.xp.asarray(v) for k, v in batch.items()}
     opt = optim.AdamW(model.params, lr=1e-4)
     step_times = []

@@ -2,8 +2,8 @@
 
 Everything in minibert is written against the common NumPy/CuPy API, so the
 same layer code runs on the CPU and the GPU.  This module is the only place
-that knows which one is in use: it picks the module, the dtype, the ``erf``
-implementation and the scatter-add used by embedding backward passes.
+that knows which one is in use: it picks the module, the dtype and the ``erf``
+implementation (the set of ops a model runs: ``minibert.kernels``).
 
 CuPy is imported lazily, only when ``device="cuda"`` is asked for, so a
 CPU-only installation never needs it; ``gpu_setup`` checks it then.
@@ -58,37 +58,3 @@ def erf_fn(xp):
     else:
         from scipy.special import erf
     return erf
-
-
-def scatter_add_rows(xp, table, ids, rows, skip=None):
-    """``table[ids[n]] += rows[n]`` for every n, with repeated ids summed.
-
-    table: (V, H); ids: (N,) int; rows: (N, H).  Rows whose id is ``skip``
-    are left out (the ``[PAD]`` id of an embedding).
-
-    This is the backward pass of an embedding lookup.  ``np.add.at`` does it
-    element by element in an unbuffered loop and is notoriously slow on large
-    tables.  On the CPU we instead sort the ids so that equal ids are
-    adjacent, sum each run of equal ids with one vectorised
-    ``np.add.reduceat``, and add the per-id sums with plain fancy indexing
-    (safe because the ids are now unique).  On the GPU CuPy's ``add.at`` is a
-    native atomic scatter-add kernel and is already fast.
-    """
-    if ids.size == 0:
-        return table
-    if is_cupy(xp):
-        if skip is not None:   # zeroed rather than removed: a boolean index would wait for the GPU
-            rows = rows * (ids != skip)[:, None].astype(rows.dtype)
-        xp.add.at(table, ids, rows)
-        return table
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    # start of each run of equal ids in the sorted order
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    sums = np.add.reduceat(rows[order], starts, axis=0)
-    run_ids = sorted_ids[starts]
-    if skip is not None:
-        keep = run_ids != skip
-        run_ids, sums = run_ids[keep], sums[keep]
-    table[run_ids] += sums
-    return table

@@ -9,14 +9,12 @@ import argparse
 import contextlib
 import signal
 import sys
-import textwrap
 from dataclasses import fields
-from pathlib import Path
 
-from . import accel
+from .accel import num_threads
 from .train import TrainArgs, dist, dist_exit
 from .train.errors import agreed
-from .train.signals import STOP_SIGNALS, guarded_output, honoured
+from .train.signals import STOP_SIGNALS, guarded_output, honoured, stop_requested
 
 PRETRAIN_HELP = """\
 Pre-train a BERT from scratch with masked language modelling (MLM) and next
@@ -31,9 +29,10 @@ The run writes into --out:
                             model.safetensors, vocab.txt): transformers loads it as it is
 
 Ctrl-C, SIGTERM or SIGHUP (a closed terminal), or a stdout or stderr whose reader went
-away, saves a checkpoint and exits with status 0; --resume continues exactly where the
-run stopped (the same losses as an uninterrupted run on the CPU). To keep training after
-the terminal closes, run it under nohup or tmux (see the README).
+away, saves a checkpoint and exits with status 0 (an output on a full disk: status 1);
+--resume continues exactly where the run stopped (the same losses as an uninterrupted run
+on the CPU). To keep training after the terminal closes, run it under nohup or tmux (see
+the README); under mpiexec, send the output to a file.
 A NaN loss stops the run, names the step and the last good checkpoint, and saves nothing.
 
 Several processes train one model with MPI (pip install "minibert[dist]"):
@@ -68,15 +67,7 @@ def _pretrain_parser(sub):
     g.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sequence (default: %(default)s)")
     g.add_argument("--dupe-factor", type=int, default=d.dupe_factor,
                    help="times the corpus is cut into instances, each time differently (default: %(default)s)")
-    g = p.add_argument_group("model")
-    g.add_argument("--config", default=d.config,
-                   help="a preset (tiny, mini, small, medium, base) or a config.json (default: %(default)s)")
-    g.add_argument("--dropout", type=float, help="override the config's dropout probabilities")
-    g.add_argument("--device", choices=["cpu", "cuda"], default=d.device, help="(default: %(default)s)")
-    g.add_argument("--dtype", choices=["float32", "float64"], default=d.dtype, help="(default: %(default)s)")
-    g.add_argument("--mixed-precision", action="store_true",
-                   help="float16 matrix products against float32 master weights, with dynamic loss "
-                        "scaling: fast on a GPU's tensor cores; on the CPU an emulation, 2-3x slower")
+    _model_options(p.add_argument_group("model"), d)
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
     g.add_argument("--batch-size", type=int, default=d.batch_size,
@@ -108,6 +99,19 @@ def _pretrain_parser(sub):
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     g.add_argument("--no-plot", dest="plot", action="store_false", help="no loss-curve picture")
     return p
+
+
+def _model_options(g, d: TrainArgs) -> None:
+    g.add_argument("--config", default=d.config,
+                   help="a preset (tiny, mini, small, medium, base) or a config.json (default: %(default)s)")
+    g.add_argument("--dropout", type=float, help="override the config's dropout probabilities")
+    g.add_argument("--device", choices=["cpu", "cuda"], default=d.device, help="(default: %(default)s)")
+    g.add_argument("--dtype", choices=["float32", "float64"], default=d.dtype, help="(default: %(default)s)")
+    g.add_argument("--mixed-precision", action="store_true",
+                   help="float16 matrix products against float32 master weights, with dynamic loss "
+                        "scaling: fast on a GPU's tensor cores; on the CPU an emulation, 2-3x slower")
+    g.add_argument("--kernels", choices=["fast", "reference"], default=d.kernels, help="fast: minibert/accel's "
+                   "kernels; reference: minibert/ops alone, the definition, slower (default: %(default)s)")
 
 
 def _train_args(ns) -> TrainArgs:
@@ -173,7 +177,7 @@ def main(argv=None) -> int:
     # a closed pipe or a hung-up terminal never crashes a command: its output goes nowhere,
     # and a pre-training run saves and stops (signals.py)
     with guarded_output():
-        status = _run_command(ns)
+        status = _output_written(ns, _run_command(ns, program=argv is None))
     if argv is None:
         # the program itself, which ends now (MPI finishing with the other ranks, at most): a late
         # Ctrl-C or SIGHUP, say the second of two quick ones, must not turn a saved run into a failure
@@ -183,12 +187,23 @@ def main(argv=None) -> int:
     return status
 
 
-def _run_command(ns) -> int:
-    """The command ``ns`` names, with every failure turned into one line and an exit status."""
+def _output_written(ns, status: int) -> int:
+    """A stdout that could not be written (a full disk; not a reader that went away, which is quiet)
+    fails a command that succeeded, as ``echo`` does: what it printed is lost."""
+    lost = getattr(sys.stdout, "lost", None)
+    if status == 0 and lost and lost != "closed":
+        print(f"minibert {ns.command}: error: stdout {lost}: its output is lost", file=sys.stderr)
+        return 1
+    return status
+
+
+def _run_command(ns, program: bool) -> int:
+    """The command ``ns`` names, with every failure turned into one line and an exit status.
+    ``program``: this is the process's whole run (``main()`` without arguments), which ends after it."""
     try:
         dist.world()     # under mpiexec -n N: the job's N processes (an error after this ends them all)
-        accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
-        with _terminate_as_interrupt():
+        num_threads()    # a bad MINIBERT_NUM_THREADS (the fast CPU kernels' pool) is one line before any work
+        with _terminate_as_interrupt(final=program):
             return _dispatch(ns)
     except KeyboardInterrupt as exc:
         signame = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
@@ -217,20 +232,24 @@ def _fail(ns, exc, message: str, status: int) -> int:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (e.g. from a job scheduler) and SIGHUP (the terminal closed) stop the command like
-    Ctrl-C: with one line, not silently.
+def _terminate_as_interrupt(final: bool):
+    """SIGINT, SIGTERM (e.g. from a job scheduler) and SIGHUP (the terminal closed) stop the
+    command with one line, not silently.
 
     During the training loop, pretrain's own handler takes over these signals (it saves a
-    checkpoint and stops cleanly); this one covers everything before and after it. A SIGHUP
-    ignored by the user (``nohup``) stays ignored.
+    checkpoint and stops cleanly); this one covers everything before and after it. Once the run
+    has saved on a signal, further ones change nothing: it is ending (``final``: signals stay
+    ignored to the process's exit). A signal the process was started ignoring (``nohup``, or
+    SIGINT in a background job) stays ignored.
     """
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        if not stop_requested():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
     old = {}
     try:
         for sig in STOP_SIGNALS:
-            if sig != signal.SIGINT and honoured(sig):   # SIGINT: Python's own KeyboardInterrupt
+            default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+            if honoured(sig) and signal.getsignal(sig) == default:
                 old[sig] = signal.signal(sig, interrupt)
     except ValueError:       # not the main thread: leave the signals alone
         pass
@@ -238,7 +257,7 @@ def _terminate_as_interrupt():
         yield
     finally:
         for sig, handler in old.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if final and stop_requested() else handler)
 
 
 def _dispatch(ns) -> int:
@@ -251,96 +270,22 @@ def _dispatch(ns) -> int:
         from .train import pretrain
         # every rank parses its own command line: a bad one is reported once, by rank 0
         result = pretrain(dist.current().everywhere(lambda: _train_args(ns)))
-        if (result.stopped_by or "").startswith("stdout "):   # its own line went there: say it where it is read
-            print(f"minibert pretrain: {result.stopped_by}: saved a checkpoint at step {result.step} in "
+        stop = result.stopped_by or ""
+        if stop.startswith("stdout "):   # its own line went there: say it where it is read
+            print(f"minibert pretrain: {stop}: saved a checkpoint at step {result.step} in "
                   f"{result.out}; continue with --resume", file=sys.stderr)
-        return 0 if result.stopped_by != "nan" else 1
+        # a stop on purpose (a signal, a reader gone) is a success; a NaN or a full disk is not
+        return 1 if stop == "nan" or "could not be written" in stop else 0
     if ns.command == "train-tokenizer":
-        return _train_tokenizer(ns)
+        from .commands import train_tokenizer
+        return train_tokenizer(ns)
     if ns.command == "fill-mask":
-        return _fill_mask(ns)
+        from .commands import fill_mask
+        return fill_mask(ns)
     if ns.command == "demo":
         from .demo import run_demo
         return run_demo(ns.out, ns.steps, ns.device)
     return 0
-
-
-def _train_tokenizer(ns) -> int:
-    from .corpus import load_corpus
-    from .tokenizer import train_wordpiece
-    from .wordpiece_trainer import check_vocab_size_option
-    check_vocab_size_option(ns.vocab_size)
-    out = Path(ns.out)
-    replaces = _check_vocab_out(out, ns.corpus)
-    corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir, download=ns.data_dir is None)
-    import warnings
-    with warnings.catch_warnings(record=True) as caught:     # one plain line, not Python's warning format
-        warnings.simplefilter("always", UserWarning)
-        tok = train_wordpiece([" ".join(d) for d in corpus.documents], ns.vocab_size, do_lower_case=not ns.cased)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
-    tok.write_vocab_file(out)
-    print(f"wrote {out}{' (it replaces the vocabulary that was there)' if replaces else ''}: {tok.vocab_size} "
-          f"tokens learned from {corpus}")
-    if tok.vocab_size < ns.vocab_size:
-        words = {w for d in corpus.documents for s in d for w in tok.basic.tokenize(s)}
-        split = sum(len(tok.tokenize(w)) > 1 for w in words)
-        why = ("every word is already one token" if not split else
-               f"no pair of adjacent pieces is seen twice or more, where training stops; {split:,} of its "
-               f"{len(words):,} distinct words are still split into pieces")
-        print(f"note: --vocab-size asked for {ns.vocab_size:,}; the corpus has no more word pieces to learn "
-              f"({why})", file=sys.stderr)
-    return 0
-
-
-def _check_vocab_out(out: Path, corpus: str) -> bool:
-    """``--out`` of train-tokenizer can be written, and replaces no file but a vocabulary; True if it replaces one."""
-    blocker = next((p for p in out.parents if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise NotADirectoryError(f"--out {out}: {blocker} is a file, not a folder")
-    if out.parent and not out.parent.exists():
-        raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist")
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; name the vocabulary file, e.g. {out / 'vocab.txt'}")
-    if not out.exists():
-        return False
-    if Path(corpus).exists() and out.resolve() == Path(corpus).resolve():
-        raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
-    from .vocab import UNK, load_vocab
-    try:
-        is_vocab = UNK in load_vocab(out)
-    except (ValueError, OSError):
-        is_vocab = False
-    if not is_vocab:
-        raise FileExistsError(f"--out {out} already exists and is not a vocabulary (no [UNK] line); choose "
-                              f"another --out, or delete the file first if it may go")
-    return True
-
-
-def _fill_mask(ns) -> int:
-    from .inference import fill_mask, load_for_fill_mask
-    if ns.top_k < 1:
-        raise ValueError(f"--top-k must be at least 1, got {ns.top_k}")
-    model, tokenizer, note = load_for_fill_mask(ns.model_dir, device=ns.device)
-    if note:
-        print(note, file=sys.stderr)
-    import warnings
-    for text in ns.text:
-        print(text)
-        with warnings.catch_warnings(record=True) as caught:     # one plain line, not Python's warning format
-            warnings.simplefilter("always", UserWarning)
-            predictions = fill_mask(model, tokenizer, text, ns.top_k)
-        for w in caught:
-            print(f"note: {w.message}", file=sys.stderr)
-        for i, preds in enumerate(predictions):
-            shown = "  ".join(f"{tok} ({_probability(p)})" for tok, p in preds)
-            print(textwrap.indent(f"[MASK] #{i + 1}: {shown}", "  "))
-    return 0
-
-
-def _probability(p: float) -> str:
-    """Three decimals, or two significant digits below 0.001 (a 30,522-token vocabulary spreads it thin)."""
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import shutil
+import signal
 import time
 from pathlib import Path
 
-from . import accel
 from .checks import is_int
 from .train import (METRICS_NAME, OUTPUT_NAMES, RUN_NAME, TrainArgs, check_args, fill_mask,
                     lock_run_folder, pretrain)
@@ -37,7 +37,6 @@ MARKER = ".minibert-demo"   # written into the demo's folder: the only folder it
 
 
 def run_demo(out="runs/demo", steps=None, device="cpu") -> int:
-    accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     start = time.perf_counter()
     if steps is not None and (not is_int(steps) or steps < 1):
         raise ValueError(f"--steps must be a positive integer, got {steps!r}")
@@ -51,9 +50,15 @@ def run_demo(out="runs/demo", steps=None, device="cpu") -> int:
     try:
         clear_previous_demo(out)
         (out / MARKER).write_text("a minibert demo run: `minibert demo` replaces this folder\n")
-        result = pretrain(args)
+        # the demo has no --resume (it starts over each time): the loop's advice to use it is left out
+        result = pretrain(args, log=lambda message: print(message.replace("; continue with --resume", "")))
     finally:
         lock.close()
+    if result.stopped_by is not None:       # a signal, or an output that went away: no results to show
+        print(f"\nthe demo stopped at step {result.step} of {args.steps} ({result.stopped_by}) before its "
+              f"held-out numbers, loss curves and model; run it again to start it over")
+        signum = getattr(signal, str(result.stopped_by), None)
+        return 128 + int(signum) if isinstance(signum, signal.Signals) else 1
     ev = result.final_eval
     V = result.model.config.vocab_size
     print()

@@ -8,14 +8,13 @@ Shapes: B (batch), T (sequence length), H (hidden size), A (heads), D = H / A
     f = Dropout(GELU(h W_in^T + b_in) W_out^T + b_out)
     y = LayerNorm(h + f)
 
-The ops come from ``minibert.dispatch`` (the reference ops, or an
-accelerated kernel where one is enabled and applies).
+Each function takes ``ops``, the set of ops the model runs (``minibert.ops``,
+or the accelerated ``accel.cpu`` or ``accel.cuda``: ``minibert.kernels``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import dispatch as D
 from .ops.common import get_array_module
 from .params import ParamSpec
 
@@ -109,41 +108,36 @@ def embeddings_specs(prefix, config):
             *layernorm_specs(prefix + "LayerNorm", H)]
 
 
-def embeddings_forward(ids, types, P, prefix, config, uniform, train, caches):
+def embeddings_forward(ops, ids, types, P, prefix, config, uniform, train, caches):
     """ids, types: (B, T) int  ->  (B, T, H): word + position + segment, then LayerNorm and dropout.
 
     P: the parameters by name, ``prefix`` that of the embeddings' names; ``caches`` gets what the
     backward needs.
     """
     T = ids.shape[1]
-    x_word, caches["word"] = D.embedding_forward(ids, P[prefix + "word_embeddings.weight"])
+    x_word, caches["word"] = ops.embedding_forward(ids, P[prefix + "word_embeddings.weight"])
     x = x_word + P[prefix + "position_embeddings.weight"][:T] + P[prefix + "token_type_embeddings.weight"][types]
-    x, caches["emb_ln"] = D.layernorm_forward(x, P[prefix + "LayerNorm.weight"], P[prefix + "LayerNorm.bias"],
-                                              config.layer_norm_eps)
+    x, caches["emb_ln"] = ops.layernorm_forward(x, P[prefix + "LayerNorm.weight"], P[prefix + "LayerNorm.bias"],
+                                                config.layer_norm_eps)
     caches["types"] = types
-    x, caches["emb_drop"] = D.dropout_forward(x, config.hidden_dropout_prob, uniform, train)
+    x, caches["emb_drop"] = ops.dropout_forward(x, config.hidden_dropout_prob, uniform, train)
     return x
 
 
-def embeddings_backward(dx, caches, grads, prefix, config, put):
-    """dx: (B, T, H) -> the gradients of the three tables and the LayerNorm, stored with ``put``.
-
-    ``grads``: the gradient buffers by name; the word embedding's is added into, as it may
-    already hold the tied MLM decoder's share.
-    """
-    T = dx.shape[1]
-    dx = D.dropout_backward(dx, caches["emb_drop"])
-    dx, dg, db = D.layernorm_backward(dx, caches["emb_ln"])
-    put(prefix + "LayerNorm.weight", dg)
-    put(prefix + "LayerNorm.bias", db)
-    # the position embedding of position t receives the gradient of every sequence at t
-    dpos = get_array_module(dx).zeros_like(grads[prefix + "position_embeddings.weight"])
-    dpos[:T] = dx.sum(axis=0)
-    put(prefix + "position_embeddings.weight", dpos)
-    put(prefix + "token_type_embeddings.weight",
-        D.embedding_backward(dx, (caches["types"], (config.type_vocab_size, config.hidden_size))))
-    D.embedding_backward(dx, caches["word"], padding_idx=config.pad_token_id,
-                         out=grads[prefix + "word_embeddings.weight"])
+def embeddings_backward(ops, dx, caches, prefix, config, add):
+    """dx: (B, T, H) -> the gradients of the three tables and the LayerNorm, added with ``add(name, g)``
+    (the word embedding's buffer may already hold the tied MLM decoder's share)."""
+    dx = ops.dropout_backward(dx, caches["emb_drop"])
+    dx, dg, db = ops.layernorm_backward(dx, caches["emb_ln"])
+    add(prefix + "LayerNorm.weight", dg)
+    add(prefix + "LayerNorm.bias", db)
+    # the position embedding of position t receives the gradient of every sequence at t: (T, H),
+    # the first T rows of the table's gradient
+    add(prefix + "position_embeddings.weight", dx.sum(axis=0))
+    add(prefix + "token_type_embeddings.weight",
+        ops.embedding_backward(dx, (caches["types"], (config.type_vocab_size, config.hidden_size))))
+    add(prefix + "word_embeddings.weight",
+        ops.embedding_backward(dx, caches["word"], padding_idx=config.pad_token_id))
 
 
 # ------------------------------------------------------------------------- the layer
@@ -152,7 +146,7 @@ def gelu_kind(hidden_act):
     return "none" if hidden_act == "gelu" else "tanh"
 
 
-def layer_forward(x, w: LayerWeights, mask_bias, config, uniform, train):
+def layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train):
     """x: (B, T, H)  ->  y: (B, T, H), cache.  ``uniform(shape)``: dropout's random numbers."""
     B, T, _ = x.shape
     A, Dh, eps = config.num_attention_heads, config.head_dim, config.layer_norm_eps
@@ -160,55 +154,49 @@ def layer_forward(x, w: LayerWeights, mask_bias, config, uniform, train):
     xp = get_array_module(x)
     c = {}
     # self-attention: one product gives Q, K and V
-    qkv, c["qkv"] = D.linear_forward(x, w.qkv.weight, w.qkv.bias)                  # (B, T, 3H)
+    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias)                  # (B, T, 3H)
     # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
     # block is contiguous: the batched products of attention then run at full speed
     q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, Dh).transpose(2, 0, 3, 1, 4))
-    ctx, c["attention"] = D.attention_forward(q, k, v, mask_bias, p_a, uniform, train)
-    a, c["attn_out"] = D.linear_forward(D.merge_heads(ctx), w.attn_out.weight, w.attn_out.bias)
-    a, c["drop1"] = D.dropout_forward(a, p_h, uniform, train)
+    ctx, c["attention"] = ops.attention_forward(q, k, v, mask_bias, p_a, uniform, train)
+    a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, w.attn_out.bias)
+    a, c["drop1"] = ops.dropout_forward(a, p_h, uniform, train)
     # post-LN residual: LayerNorm(x + sublayer(x))
-    h, c["ln1"] = D.layernorm_forward(a + x, w.ln1.gamma, w.ln1.beta, eps)
+    h, c["ln1"] = ops.layernorm_forward(a + x, w.ln1.gamma, w.ln1.beta, eps)
     # feed-forward: H -> I -> H with GELU
-    f, c["ffn_in"] = D.linear_forward(h, w.ffn_in.weight, w.ffn_in.bias)
-    f, c["gelu"] = D.gelu_forward(f, gelu_kind(config.hidden_act))
-    f, c["ffn_out"] = D.linear_forward(f, w.ffn_out.weight, w.ffn_out.bias)
-    f, c["drop2"] = D.dropout_forward(f, p_h, uniform, train)
-    y, c["ln2"] = D.layernorm_forward(f + h, w.ln2.gamma, w.ln2.beta, eps)
+    f, c["ffn_in"] = ops.linear_forward(h, w.ffn_in.weight, w.ffn_in.bias)
+    f, c["gelu"] = ops.gelu_forward(f, gelu_kind(config.hidden_act))
+    f, c["ffn_out"] = ops.linear_forward(f, w.ffn_out.weight, w.ffn_out.bias)
+    f, c["drop2"] = ops.dropout_forward(f, p_h, uniform, train)
+    y, c["ln2"] = ops.layernorm_forward(f + h, w.ln2.gamma, w.ln2.beta, eps)
     return y, c
 
 
-def layer_backward(dy, c, w: LayerWeights, put):
-    """dy: (B, T, H)  ->  dx: (B, T, H).  ``put(buffer, g)`` stores each parameter gradient."""
+def layer_backward(ops, dy, c, w: LayerWeights, add):
+    """dy: (B, T, H)  ->  dx: (B, T, H).  ``add(buffer, g)`` adds each parameter gradient to its buffer."""
     B, T, H = dy.shape
     xp = get_array_module(dy)
-    dsum, dg, db = D.layernorm_backward(dy, c["ln2"])
-    put(w.ln2.dgamma, dg)
-    put(w.ln2.dbeta, db)
-    df = D.dropout_backward(dsum, c["drop2"])
-    df, dW, db = D.linear_backward(df, c["ffn_out"])
-    put(w.ffn_out.dweight, dW)
-    put(w.ffn_out.dbias, db)
-    df = D.gelu_backward(df, c["gelu"])
-    dh, dW, db = D.linear_backward(df, c["ffn_in"])
-    put(w.ffn_in.dweight, dW)
-    put(w.ffn_in.dbias, db)
+
+    def linear(d, name, lin: Linear):          # a linear layer's backward: dx, its dW and db added
+        d, dW, db = ops.linear_backward(d, c[name])
+        add(lin.dweight, dW)
+        add(lin.dbias, db)
+        return d
+
+    def norm(d, name, ln: Norm):
+        d, dg, db = ops.layernorm_backward(d, c[name])
+        add(ln.dgamma, dg)
+        add(ln.dbeta, db)
+        return d
+
+    dsum = norm(dy, "ln2", w.ln2)
+    df = linear(ops.dropout_backward(dsum, c["drop2"]), "ffn_out", w.ffn_out)
+    dh = linear(ops.gelu_backward(df, c["gelu"]), "ffn_in", w.ffn_in)
     dh += dsum  # the residual path around the feed-forward block
-    dsum, dg, db = D.layernorm_backward(dh, c["ln1"])
-    put(w.ln1.dgamma, dg)
-    put(w.ln1.dbeta, db)
-    da = D.dropout_backward(dsum, c["drop1"])
-    dctx, dW, db = D.linear_backward(da, c["attn_out"])
-    put(w.attn_out.dweight, dW)
-    put(w.attn_out.dbias, db)
-    # dq, dk, dv written side by side into one (3, B, A, T, D) array, then
-    # (3, B, A, T, D) -> (B, T, 3, A, D) -> (B, T, 3H): the inverse of the forward split
-    q = c["attention"].q
-    d3 = xp.empty((3,) + q.shape, dtype=q.dtype)
-    D.attention_backward(D.split_heads(dctx, q.shape[1]), c["attention"], out=d3)
-    dqkv = d3.transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * H)
-    dx, dW, db = D.linear_backward(dqkv, c["qkv"])
-    put(w.qkv.dweight, dW)
-    put(w.qkv.dbias, db)
+    dsum = norm(dh, "ln1", w.ln1)
+    dctx = linear(ops.dropout_backward(dsum, c["drop1"]), "attn_out", w.attn_out)
+    # dq, dk, dv: (B, A, T, D) each -> (B, T, 3, A, D) -> (B, T, 3H), the inverse of the forward split
+    grads = ops.attention_backward(ops.split_heads(dctx, c["attention"].q.shape[1]), c["attention"])
+    dx = linear(xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H), "qkv", w.qkv)
     dx += dsum  # the residual path around the attention block
     return dx

@@ -8,7 +8,6 @@ a 2-way linear layer on the pooled [CLS] vector.  Shapes: B, T, H, V
 """
 from __future__ import annotations
 
-from . import dispatch as D
 from .constants import IGNORE_INDEX
 from .encoder import gelu_kind
 from .ops.common import get_array_module
@@ -26,7 +25,7 @@ def head_specs(H, V):
             ParamSpec(NSP + "weight", (2, H), "normal", True), ParamSpec(NSP + "bias", (2,), "zeros", False)]
 
 
-def heads_forward(h, pooled, W, P, config, mlm_labels, caches):
+def heads_forward(ops, h, pooled, W, P, config, mlm_labels, caches):
     """h: (B, T, H); pooled: (B, H)  ->  mlm_logits, nsp_logits, positions (caches filled in).
 
     W: the matrices the products use (float16 copies in mixed precision); P:
@@ -40,12 +39,12 @@ def heads_forward(h, pooled, W, P, config, mlm_labels, caches):
         hm = h.reshape(B * T, H)[positions]                                 # (N, H)
     else:
         positions, hm = None, h
-    t, caches["mlm_dense"] = D.linear_forward(hm, W[DENSE + "weight"], P[DENSE + "bias"])
-    t, caches["mlm_gelu"] = D.gelu_forward(t, gelu_kind(config.hidden_act))
-    t, caches["mlm_ln"] = D.layernorm_forward(t, P[NORM + "weight"], P[NORM + "bias"], config.layer_norm_eps)
-    mlm_logits, caches["decoder"] = D.linear_forward(t, W[DECODER], P[DECODER_BIAS])
+    t, caches["mlm_dense"] = ops.linear_forward(hm, W[DENSE + "weight"], P[DENSE + "bias"])
+    t, caches["mlm_gelu"] = ops.gelu_forward(t, gelu_kind(config.hidden_act))
+    t, caches["mlm_ln"] = ops.layernorm_forward(t, P[NORM + "weight"], P[NORM + "bias"], config.layer_norm_eps)
+    mlm_logits, caches["decoder"] = ops.linear_forward(t, W[DECODER], P[DECODER_BIAS])
     # NSP head on the pooled [CLS]
-    nsp_logits, caches["nsp"] = D.linear_forward(pooled, W[NSP + "weight"], P[NSP + "bias"])
+    nsp_logits, caches["nsp"] = ops.linear_forward(pooled, W[NSP + "weight"], P[NSP + "bias"])
     return mlm_logits, nsp_logits, positions
 
 
@@ -59,10 +58,10 @@ def loss_weight(loss_scale, n_here, count):
     return loss_scale if count is None else loss_scale * (n_here / count)
 
 
-def heads_backward(caches, loss_scale, put, dtype, loss_counts=None):
+def heads_backward(ops, caches, loss_scale, add, dtype, loss_counts=None):
     """Gradients of ``loss_scale`` times the losses  ->  dh (B, T, H), dpooled (B, H) or None.
 
-    ``put(name, g)`` stores each parameter gradient.  ``loss_counts``: None,
+    ``add(name, g)`` adds each parameter gradient to its buffer.  ``loss_counts``: None,
     or (masked tokens, sequences) to divide the losses' sums by instead of
     this batch's own counts (the global batch's, in data parallelism).
     """
@@ -70,28 +69,28 @@ def heads_backward(caches, loss_scale, put, dtype, loss_counts=None):
     dpooled = None
     if "nsp_ce" in caches:
         ce = caches["nsp_ce"]
-        dnsp = D.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, nsp_count), ce)
-        dpooled, dW, db = D.linear_backward(dnsp, caches["nsp"])
-        put(NSP + "weight", dW)
-        put(NSP + "bias", db)
+        dnsp = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, nsp_count), ce)
+        dpooled, dW, db = ops.linear_backward(dnsp, caches["nsp"])
+        add(NSP + "weight", dW)
+        add(NSP + "bias", db)
     B, T = caches["shape"]
     H = caches["mlm_ln"].gamma.shape[0]
     dh = get_array_module(caches["mlm_ln"].gamma).zeros((B, T, H), dtype=dtype)
     if "mlm_ce" in caches:
         ce = caches["mlm_ce"]
-        dlogits = D.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, mlm_count), ce)
-        dt, dW_dec, db = D.linear_backward(dlogits, caches["decoder"])
+        dlogits = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, mlm_count), ce)
+        dt, dW_dec, db = ops.linear_backward(dlogits, caches["decoder"])
         # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
-        put(DECODER, dW_dec)
+        add(DECODER, dW_dec)
         del dW_dec, dlogits   # (V, H) and (N, V): freed before the encoder's backward
-        put(DECODER_BIAS, db)
-        dt, dg, db = D.layernorm_backward(dt, caches["mlm_ln"])
-        put(NORM + "weight", dg)
-        put(NORM + "bias", db)
-        dt = D.gelu_backward(dt, caches["mlm_gelu"])
-        dhm, dW, db = D.linear_backward(dt, caches["mlm_dense"])
-        put(DENSE + "weight", dW)
-        put(DENSE + "bias", db)
+        add(DECODER_BIAS, db)
+        dt, dg, db = ops.layernorm_backward(dt, caches["mlm_ln"])
+        add(NORM + "weight", dg)
+        add(NORM + "bias", db)
+        dt = ops.gelu_backward(dt, caches["mlm_gelu"])
+        dhm, dW, db = ops.linear_backward(dt, caches["mlm_dense"])
+        add(DENSE + "weight", dW)
+        add(DENSE + "bias", db)
         # positions are distinct, so a plain indexed assignment scatters the rows back
         dh.reshape(B * T, H)[caches["positions"]] = dhm
     return dh, dpooled

@@ -134,13 +134,14 @@ def read_safetensors(path) -> dict:
         raise ValueError(f"{path} is not a readable safetensors file: {exc}") from exc
 
 
-def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False, strict=True):
+def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False, strict=True,
+                    kernels="reference"):
     directory = as_path(directory, "directory")
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
     config = BertConfig.from_json_file(directory / CONFIG_NAME)
     # the arguments are checked before the weights are read
-    model = cls(config, seed=seed, dtype=dtype, device=device, mixed_precision=mixed_precision)
+    model = cls(config, seed=seed, dtype=dtype, device=device, mixed_precision=mixed_precision, kernels=kernels)
     state = {k: v for k, v in load_weights(directory).items() if not k.endswith(_IGNORED)}
     if model.prefix == "":
         # a bare encoder ignores the pre-training heads of a BertForPreTraining checkpoint

@@ -45,11 +45,12 @@ def load_for_fill_mask(directory, device="cpu"):
         raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
                                 f"written when the run finishes")
     if not (d / "vocab.txt").is_file():
-        raise FileNotFoundError(f"{d / 'vocab.txt'} not found: fill-mask needs the model's vocabulary beside it")
+        what = "is a folder, not a file" if (d / "vocab.txt").is_dir() else "not found"
+        raise FileNotFoundError(f"{d / 'vocab.txt'} {what}: fill-mask needs the model's vocabulary beside it")
     tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)       # what was left out is said below, once
-        model = BertForPreTraining.from_pretrained(d, device=device, strict=False)
+        model = BertForPreTraining.from_pretrained(d, device=device, strict=False, kernels="fast")
     missing, unexpected = model.loading_info
     needed = [n for n in missing if not n.startswith(NOT_FOR_MLM)]
     if needed:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dispatch as D   # the ops of minibert.ops, run by the reference or an accelerated kernel
 from .backend import get_xp, is_cupy
+from .kernels import select_ops
 from .config import BertConfig
 from .encoder import (embeddings_backward, embeddings_forward, embeddings_specs, layer_backward, layer_forward,
                       layer_specs, layer_weights, linear_specs)
@@ -37,19 +37,22 @@ class BertModel:
         dtype: "float32" (default) or "float64" (for checks).
         device: "cpu" (NumPy) or "cuda" (CuPy).
         mixed_precision: run every linear layer's products in float16
-            (``layers.half_matmul``) against a float16 copy of the weights,
+            (``ops.half_matmul``) against a float16 copy of the weights,
             refreshed from the float32 master weights at each forward;
             everything else (embeddings, LayerNorm, GELU, softmax, the
             losses, the gradients, AdamW) stays float32.  Fast on a GPU's
             tensor cores; on the CPU the same numbers, emulated more slowly.
             Train it with a loss scale (``backward(loss_scale=...)`` and
             ``optim.LossScaler``): small gradients underflow in float16.
+        kernels: "reference" (default: ``minibert.ops``, the definition) or
+            "fast" (the accelerated kernels for the device and dtype, as the
+            command line runs them); the model calls ``self.ops`` alone.
     """
 
     prefix = ""  # HF's BertModel names have no prefix; BertForPreTraining's start with "bert."
     training = False  # what forward(train=None) does: the encoder defaults to inference
     def __init__(self, config: BertConfig, seed: int = 0, dtype="float32", device: str = "cpu",
-                 mixed_precision: bool = False):
+                 mixed_precision: bool = False, kernels="reference"):
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a minibert.BertConfig, got {type(config).__name__}")
         config.validate()
@@ -65,7 +68,8 @@ class BertModel:
         if mixed_precision and self.dtype != np.float32:
             raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
                              f"got {self.dtype}")
-        self.params = ParamStore(self._param_specs(), self.xp, self.dtype)
+        self.ops = select_ops(kernels, device, self.dtype)
+        self.params = ParamStore(self._param_specs(), self.xp, self.dtype, self.ops)
         word = self.prefix + "embeddings.word_embeddings.weight"
         self.params.init(seed, config.initializer_range, padding_rows=[(word, config.pad_token_id)])
         self.seed_dropout(seed)
@@ -120,10 +124,11 @@ class BertModel:
         # a stream of its own, distinct from the one that drew the initial weights
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
-            self._dropout_rng = self.xp.random.RandomState(int(child.generate_state(1)[0]))
+            rng = self._dropout_rng = self.xp.random.RandomState(int(child.generate_state(1)[0]))
+            self._uniform = lambda shape: rng.random_sample(shape, dtype=self.dtype)
         else:
-            self._dropout_rng = np.random.default_rng(child)
-        self._uniform = lambda shape: D.uniform(self._dropout_rng, shape, self.dtype)
+            rng = self._dropout_rng = np.random.default_rng(child)
+            self._uniform = lambda shape: self.ops.uniform(rng, shape, self.dtype)
 
     # --------------------------------------------------------------------- encoder
     def _encode(self, ids, types, mask, train):
@@ -133,46 +138,42 @@ class BertModel:
             self.params.refresh_half()   # the float16 weights follow the master weights' last update
         W = self._matrices()
         caches = {"shape": ids.shape}
-        x = embeddings_forward(ids, types, P, self.prefix + "embeddings.", c, self._uniform, train, caches)
+        x = embeddings_forward(self.ops, ids, types, P, self.prefix + "embeddings.", c, self._uniform, train, caches)
         # the transformer layers (encoder.py)
-        bias = D.attention_mask_bias(mask, self.dtype)
+        bias = self.ops.attention_mask_bias(mask, self.dtype)
         caches["layers"] = []
         for w in self.layers:
-            x, cache = layer_forward(x, w, bias, c, self._uniform, train)
+            x, cache = layer_forward(self.ops, x, w, bias, c, self._uniform, train)
             caches["layers"].append(cache)
 
         # pooler: dense + tanh on the hidden state of [CLS] (position 0)
         pl = self.prefix + "pooler.dense"
-        pooled, caches["pool_lin"] = D.linear_forward(x[:, 0], W[pl + ".weight"], P[pl + ".bias"])
-        pooled, caches["pool_tanh"] = D.tanh_forward(pooled)
+        pooled, caches["pool_lin"] = self.ops.linear_forward(x[:, 0], W[pl + ".weight"], P[pl + ".bias"])
+        pooled, caches["pool_tanh"] = self.ops.tanh_forward(pooled)
         return x, pooled, caches
 
     def _encode_backward(self, dx, dpooled, caches):
         """dx: (B, T, H) gradient of the last hidden state, dpooled: (B, H) or None."""
-        c = self.config
-        put = self._put_grad
+        ops, add = self.ops, self._add_grad
         if dpooled is not None:
             pl = self.prefix + "pooler.dense"
-            d = D.tanh_backward(dpooled, caches["pool_tanh"])
-            dcls, dW, db = D.linear_backward(d, caches["pool_lin"])
-            put(pl + ".weight", dW)
-            put(pl + ".bias", db)
+            d = ops.tanh_backward(dpooled, caches["pool_tanh"])
+            dcls, dW, db = ops.linear_backward(d, caches["pool_lin"])
+            add(pl + ".weight", dW)
+            add(pl + ".bias", db)
             dx = dx.copy()
             dx[:, 0] += dcls
 
         for w, cache in zip(reversed(self.layers), reversed(caches["layers"])):
-            dx = layer_backward(dx, cache, w, self._put_fused)
+            dx = layer_backward(ops, dx, cache, w, add)
 
-        embeddings_backward(dx, caches, self.params.grads, self.prefix + "embeddings.", c, put)
+        embeddings_backward(ops, dx, caches, self.prefix + "embeddings.", self.config, add)
 
-    def _put_grad(self, name, g):
-        self._put_fused(self.params.grads[name], g)
-
-    def _put_fused(self, target, g):
-        if self._accumulate:
-            target += g
-        else:
-            target[...] = g
+    def _add_grad(self, target, g):
+        """The one way a gradient reaches its buffer (a name, or a view: a layer's fused q, k, v), zeroed before
+        a backward unless it accumulates; fewer rows (T positions of a (max_position, H) table): the first."""
+        buf = self.params.grads[target] if isinstance(target, str) else target
+        buf[:len(g)] += g
 
     # ----------------------------------------------------------------- public API
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=None) -> BertOutput:
@@ -208,10 +209,8 @@ class BertModel:
         self._begin_backward(accumulate)
         self._encode_backward(dh, dp, caches)
 
-    def _begin_backward(self, accumulate):
-        self._accumulate = accumulate
+    def _begin_backward(self, accumulate):   # every gradient is added: to 0, or to what is there
         if not accumulate:
-            # parameters a backward may not touch (e.g. an unused head) must read 0
             self.params.zero_grad()
 
     def release(self):
@@ -261,14 +260,15 @@ class BertModel:
         save_pretrained(self, directory)
 
     @classmethod
-    def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False, strict=True):
+    def from_pretrained(cls, directory, dtype="float32", device="cpu", seed=0, mixed_precision=False, strict=True,
+                        kernels="reference"):
         """Load a directory written by ``save_pretrained`` (minibert's or transformers'), in inference mode
         (``model.train()`` to train it).  ``strict=False`` loads a checkpoint that lacks some weights (those
         keep their initial values) or holds others: a warning names them, ``model.loading_info`` lists them.
         """
         from .hf_io import from_pretrained
         return from_pretrained(cls, directory, dtype=dtype, device=device, seed=seed,
-                               mixed_precision=mixed_precision, strict=strict)
+                               mixed_precision=mixed_precision, strict=strict, kernels=kernels)
 
 
 class BertForPreTraining(BertModel):
@@ -308,17 +308,17 @@ class BertForPreTraining(BertModel):
         ids, types, mask = prepare_inputs(self.xp, self.config, input_ids, token_type_ids, attention_mask)
         labels = check_labels(self.xp, self.config, mlm_labels, nsp_labels, ids.shape)
         h, pooled, caches = self._encode(ids, types, mask, train)
-        mlm_logits, nsp_logits, positions = heads_forward(h, pooled, self._matrices(), self.params.params,
-                                                          self.config, labels["mlm"], caches)
+        mlm_logits, nsp_logits, positions = heads_forward(self.ops, h, pooled, self._matrices(),
+                                                          self.params.params, self.config, labels["mlm"], caches)
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions,
                                 nsp_targets=labels["nsp"])
         losses = []
         if labels["mlm"] is not None:
             out.mlm_targets = labels["mlm"].reshape(-1)[positions]
-            out.mlm_loss, caches["mlm_ce"] = D.softmax_cross_entropy_forward(mlm_logits, out.mlm_targets)
+            out.mlm_loss, caches["mlm_ce"] = self.ops.softmax_cross_entropy_forward(mlm_logits, out.mlm_targets)
             losses.append(out.mlm_loss)
         if labels["nsp"] is not None:
-            out.nsp_loss, caches["nsp_ce"] = D.softmax_cross_entropy_forward(nsp_logits, labels["nsp"])
+            out.nsp_loss, caches["nsp_ce"] = self.ops.softmax_cross_entropy_forward(nsp_logits, labels["nsp"])
             losses.append(out.nsp_loss)
         if losses:
             out.loss = sum(losses[1:], losses[0])
@@ -346,5 +346,5 @@ class BertForPreTraining(BertModel):
                                "(there is no loss to differentiate; each forward allows one backward)")
         caches, self._cache = self._cache, None
         self._begin_backward(accumulate)
-        dh, dpooled = heads_backward(caches, loss_scale, self._put_grad, self.dtype, loss_counts)
+        dh, dpooled = heads_backward(self.ops, caches, loss_scale, self._add_grad, self.dtype, loss_counts)
         self._encode_backward(dh, dpooled, caches)

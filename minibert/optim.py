@@ -22,8 +22,6 @@ import numbers
 
 import numpy as np
 
-from . import dispatch
-from .ops.adamw import adamw_update  # noqa: F401  (the update rule; its home is ops/)
 
 
 def _is_number(x) -> bool:
@@ -83,8 +81,9 @@ class AdamW:
         # decoupled weight decay p <- p (1 - lr wd), on the first n_decay entries only
         decay = 1.0 - lr * self.weight_decay
         n_decay = self.store.decay_size if self.weight_decay else 0
-        dispatch.adamw_update(self.store.data, self.store.grad, self.m, self.v,
-                              b1, b2, step_size, root_c2, self.eps, decay, n_decay)
+        # the update rule of ops/adamw.py, or the fused kernel of the model's set of ops
+        self.store.ops.adamw_update(self.store.data, self.store.grad, self.m, self.v,
+                                    b1, b2, step_size, root_c2, self.eps, decay, n_decay)
 
     def state_dict(self) -> dict:
         return {"m": self.m, "v": self.v, "t": self.t}

@@ -31,9 +31,13 @@ class ParamSpec:
 
 
 class ParamStore:
-    def __init__(self, specs, xp, dtype):
+    def __init__(self, specs, xp, dtype, ops=None):
         self.specs = list(specs)
         self.xp = xp
+        # the set of ops its model runs (the optimiser's update rule is one of them)
+        if ops is None:
+            from . import ops
+        self.ops = ops
         self.dtype = np.dtype(dtype)
         # weight-decayed parameters first, the rest after: two contiguous groups
         ordered = [s for s in self.specs if s.decay] + [s for s in self.specs if not s.decay]

@@ -46,41 +46,10 @@ def padded_batch(rng, vocab_size, B=3, T=11, lengths=None, n_labels=(2, 1, 1)):
                 mlm_labels=labels, nsp_labels=nsp)
 
 
-# The suite runs the accelerated kernels where they apply, as the command line and the
-# trainer do; MINIBERT_FAST=0 runs it on the reference ops alone.
-from minibert import accel  # noqa: E402
-
-accel.enable()
-
-
-@contextlib.contextmanager
-def fast_paths_off():
-    """Run the block on the reference ops (minibert.ops): the CPU and CUDA kernels off.
-
-    MINIBERT_FAST=0 is set meanwhile too, so that the ``accel.enable()`` of the
-    trainer or the command line leaves them off.
-    """
-    was, env = accel.enabled(), os.environ.get("MINIBERT_FAST")
-    accel.set_enabled(False)
-    os.environ["MINIBERT_FAST"] = "0"
-    try:
-        yield
-    finally:
-        accel.set_enabled(was)
-        if env is None:
-            del os.environ["MINIBERT_FAST"]
-        else:
-            os.environ["MINIBERT_FAST"] = env
-
-
-@pytest.fixture(params=["accel", "reference"])
+@pytest.fixture(params=["fast", "reference"])
 def either_path(request):
-    """Run a test twice: with the accelerated kernels (where they apply) and on the reference alone."""
-    if request.param == "reference":
-        with fast_paths_off():
-            yield request.param
-    else:
-        yield request.param
+    """Run a test twice: with ``kernels="fast"`` (the accelerated kernels) and with the reference ops."""
+    return request.param
 
 
 def hold_lock_elsewhere(folder):

@@ -1,13 +1,14 @@
-"""Every registered accelerated kernel against its reference op, and the wall between the two.
+"""Every accelerated kernel against its reference op, and the wall between the two.
 
-The kernels are taken from ``minibert.accel.registry.KERNELS`` itself, so a
-kernel registered there is tested here without a line more (an op without a
-case below fails, naming itself).  Each forward kernel is compared with the
-reference forward, and its cache is fed to the reference backward; each
-backward kernel is fed the reference forward's cache (and its own device's
-forward cache): either backward takes either forward's cache.
+A set of ops (``minibert.ops``, ``minibert.accel.cpu``, ``minibert.accel.cuda``)
+defines every name of ``ops.OPS``; the names where a fast set has a function
+of its own are its kernels, and each is tested here without a line more (an
+op without a case below fails, naming itself).  A forward and its backward
+are compared as a pair: the set's forward against the reference forward, and
+the set's backward on its own forward's cache against the reference backward
+on the reference's cache (a kernel's cache is its own business).
 
-Devices: the CPU kernels on float32 NumPy arrays; the CUDA kernels on a GPU
+Devices: ``accel.cpu`` on float32 NumPy arrays; ``accel.cuda`` on a GPU
 through CuPy, and, with or without one, compiled for the CPU by
 ``tests/cuda_on_cpu.py`` where a C++ compiler is present (float32 and float64).
 """
@@ -20,8 +21,8 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import dispatch, ops
-from minibert.accel import registry
+from minibert import ops
+from minibert.accel import cpu as accel_cpu, cuda as accel_cuda
 from conftest import ROOT
 
 TOL = {"float32": 2e-5, "float64": 1e-12}
@@ -58,8 +59,8 @@ def test_reference_ops_never_import_accelerated_code(path):
 
 
 @pytest.mark.parametrize("line", ["from .. import accel", "from ..accel.cpu import linear",
-                                  "import minibert.accel.registry", "from minibert import accel",
-                                  "from ..accel import registry as r"])
+                                  "import minibert.accel.cuda", "from minibert import accel",
+                                  "from ..accel import cpu as c"])
 def test_the_import_check_sees_every_form_of_import(line):
     assert _accelerated(_imports(line, "minibert.ops"))
 
@@ -88,6 +89,10 @@ def _cases(concept, xp, dtype, rng):
         if xp is np and dtype == "float32":           # mixed precision: a float16 weight
             out.append(((x, W.astype(np.float16), b), {}, {}))
         return out
+    if concept == "embedding":
+        ids = rng.integers(0, 50, (6, 37))
+        ids[:, 30:] = 0                                # padding, and many repeated ids
+        return [((xp.asarray(ids), a(50, 24)), {}, {"padding_idx": 0}), ((xp.asarray(ids[:, :0]), a(50, 24)), {}, {})]
     if concept == "layernorm":
         return [((a(4, 9, 48, scale=2.0) + 1, a(48), a(48), 1e-12), {}, {})]
     if concept == "gelu":
@@ -140,40 +145,28 @@ def _backward_args(out, xp, dtype, rng):
     return xp.asarray(rng.standard_normal(out.shape).astype(dtype))
 
 
-def _kernel(op, device):
-    return next(k for k in registry.KERNELS[op] if k.device == device)
-
-
-def _check_pair_op(op, kernel, xp, dtype, rng):
-    concept, _, direction = op.rpartition("_")
-    fwd_ref, bwd_ref = ops.__dict__[concept + "_forward"], ops.__dict__[concept + "_backward"]
+def _check_pair_op(op, ns, xp, dtype, rng):
+    concept = op.rpartition("_")[0]
+    fwd_ref, bwd_ref = getattr(ops, concept + "_forward"), getattr(ops, concept + "_backward")
+    fwd, bwd = getattr(ns, concept + "_forward"), getattr(ns, concept + "_backward")
     tol = TOL[dtype] * (20 if concept == "linear" and dtype == "float32" else 1)
     for args, kwargs, bkw in _cases(concept, xp, dtype, rng):
         out_r, cache_r = fwd_ref(*copy.copy(args), **kwargs)
         dout = _backward_args(out_r, xp, dtype, rng)
         want = bwd_ref(dout, cache_r, **bkw)
-        if direction == "forward":
-            assert kernel.applies(*args, **kwargs), f"{op}: the kernel does not take its own test inputs"
-            out_k, cache_k = kernel.fn(*args, **kwargs)
-            _close(out_k, out_r, tol, f"{op} output")
-            _close(bwd_ref(dout, cache_k, **bkw), want, tol, f"{op} cache -> reference backward")
-        else:
-            assert kernel.applies(dout, cache_r, **bkw), f"{op}: the kernel does not take its own test inputs"
-            _close(kernel.fn(dout, cache_r, **bkw), want, tol, f"reference cache -> {op}")
-            fwd = [k for k in registry.KERNELS.get(concept + "_forward", ()) if k.device == kernel.device]
-            if fwd:
-                _, cache_k = fwd[0].fn(*args, **kwargs)
-                _close(kernel.fn(dout, cache_k, **bkw), want, tol, f"its forward's cache -> {op}")
+        out_k, cache_k = fwd(*args, **kwargs)
+        _close(out_k, out_r, tol, f"{ns.__name__}.{concept}_forward")
+        _close(bwd(dout, cache_k, **bkw), want, tol, f"{ns.__name__}.{concept}_backward")
 
 
-def _check_half_matmul(kernel, xp, dtype, rng):
+def _check_half_matmul(ns, xp, dtype, rng):
     a = rng.standard_normal((70, 24)).astype(np.float16)
     b = rng.standard_normal((24, 40)).astype(np.float16)
-    assert kernel.applies(a, b)
-    _close(kernel.fn(a, b), ops.half_matmul(a, b), 2e-3, "half_matmul")     # float16 rounding
+    want = ops.half_matmul(a, b)
+    _close(ns.half_matmul(xp.asarray(a), xp.asarray(b)), want, 2e-3, "half_matmul")   # float16 rounding
 
 
-def _check_adamw(kernel, xp, dtype, rng):
+def _check_adamw(ns, xp, dtype, rng):
     n, n_decay = 5000, 3100
     p, g, m, v = (xp.asarray(rng.standard_normal(n).astype(dtype)) for _ in range(4))
     v = abs(v)
@@ -182,10 +175,9 @@ def _check_adamw(kernel, xp, dtype, rng):
         b1, b2 = 0.9, 0.999
         scalars = (b1, b2, lr / (1 - b1 ** step), (1 - b2 ** step) ** 0.5, 1e-6, 1 - lr * wd,
                    n_decay if wd else 0)
-        assert kernel.applies(got[0], g, got[1], got[2], *scalars)
-        kernel.fn(got[0], g, got[1], got[2], *scalars)
-        dispatch.reference("adamw_update")(want[0], g, want[1], want[2], *scalars)
-    exact = kernel.device == "cpu"              # the CPU blocks repeat the reference's operations
+        ns.adamw_update(got[0], g, got[1], got[2], *scalars)
+        ops.adamw_update(want[0], g, want[1], want[2], *scalars)
+    exact = ns is accel_cpu                  # the CPU blocks repeat the reference's operations
     for name, a, b in zip("pmv", got, want):
         if exact:
             np.testing.assert_array_equal(_to_np(a), _to_np(b), err_msg=f"adamw {name}")
@@ -193,25 +185,28 @@ def _check_adamw(kernel, xp, dtype, rng):
             _close(a, b, TOL[dtype], f"adamw {name}")
 
 
-def _check_uniform(kernel, xp, dtype, rng):
+def _check_uniform(ns, xp, dtype, rng):
     shapes = [(32, 4, 64, 64), (4097, 33), (7,)]
     gen, gen_ref = np.random.default_rng(11), np.random.default_rng(11)
     for s in shapes:
-        assert kernel.applies(gen, s, np.float32)
-        np.testing.assert_array_equal(kernel.fn(gen, s, np.float32),
-                                      dispatch.reference("uniform")(gen_ref, s, np.float32))
+        np.testing.assert_array_equal(ns.uniform(gen, s, np.float32), ops.uniform(gen_ref, s, np.float32))
     assert gen.bit_generator.state == gen_ref.bit_generator.state
 
 
 SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform}
 
 
-def check_kernel(op, kernel, xp, dtype):
+def kernels_of(ns):
+    """The ops where ``ns`` has a function of its own (the rest are the reference's, imported)."""
+    return [op for op in ops.OPS if getattr(ns, op) is not getattr(ops, op)]
+
+
+def check_kernel(op, ns, xp, dtype):
     rng = np.random.default_rng(1234)
     if op in SPECIAL:
-        return SPECIAL[op](kernel, xp, dtype, rng)
+        return SPECIAL[op](ns, xp, dtype, rng)
     assert op.endswith(("_forward", "_backward")), f"no test case for the op {op!r}: add one here"
-    _check_pair_op(op, kernel, xp, dtype, rng)
+    _check_pair_op(op, ns, xp, dtype, rng)
 
 
 # ------------------------------------------------------------------------ the devices
@@ -227,18 +222,15 @@ def _gpu_reason():
     return None
 
 
-PARAMS = []
-for _op, _kernels in registry.KERNELS.items():
-    for _k in _kernels:
-        for _where in (("numpy",) if _k.device == "cpu" else ("cuda-on-cpu", "cupy")):
-            PARAMS.append(pytest.param(_op, _k.device, _where, id=f"{_op}-{_where}"))
+PARAMS = [pytest.param(op, "numpy", id=f"{op}-cpu") for op in kernels_of(accel_cpu)]
+PARAMS += [pytest.param(op, where, id=f"{op}-{where}") for op in kernels_of(accel_cuda)
+           for where in ("cuda-on-cpu", "cupy")]
 
 
-@pytest.mark.parametrize("op,device,where", PARAMS)
-def test_every_registered_kernel_against_the_reference(op, device, where, monkeypatch):
-    kernel = _kernel(op, device)
+@pytest.mark.parametrize("op,where", PARAMS)
+def test_every_kernel_against_the_reference(op, where, monkeypatch):
     if where == "numpy":
-        check_kernel(op, kernel, np, "float32")
+        check_kernel(op, accel_cpu, np, "float32")
         return
     if where == "cupy":
         reason = _gpu_reason()
@@ -246,7 +238,7 @@ def test_every_registered_kernel_against_the_reference(op, device, where, monkey
             pytest.skip(reason)
         import cupy
         for dtype in ("float32", "float64"):
-            check_kernel(op, kernel, cupy, dtype)
+            check_kernel(op, accel_cuda, cupy, dtype)
         return
     sys.path.insert(0, str(ROOT / "tests"))
     import cuda_on_cpu
@@ -256,13 +248,17 @@ def test_every_registered_kernel_against_the_reference(op, device, where, monkey
         pytest.skip(reason)
     cuda_kernels_on_numpy(monkeypatch)
     for dtype in ("float32", "float64"):
-        check_kernel(op, kernel, np, dtype)
+        check_kernel(op, accel_cuda, np, dtype)
 
 
-def test_every_op_of_the_registry_has_a_reference():
-    for op in registry.KERNELS:
-        assert callable(dispatch.reference(op)), op
-        assert callable(getattr(dispatch, op)), f"minibert.dispatch has no {op}"
+def test_every_set_of_ops_is_complete_and_has_its_kernels():
+    for ns in (ops, accel_cpu, accel_cuda):
+        missing = [op for op in ops.OPS if not callable(getattr(ns, op, None))]
+        assert not missing, f"{ns.__name__} lacks {missing}"
+    assert {"linear_forward", "attention_backward", "embedding_backward", "adamw_update",
+            "uniform"} <= set(kernels_of(accel_cpu))
+    assert {"layernorm_forward", "gelu_backward", "attention_forward", "adamw_update",
+            "half_matmul"} <= set(kernels_of(accel_cuda))
 
 
 def test_layers_keeps_its_names_as_the_reference_ops():
@@ -272,10 +268,47 @@ def test_layers_keeps_its_names_as_the_reference_ops():
     assert minibert.layers is layers
 
 
-def test_dispatch_runs_the_reference_when_accel_is_off_and_a_kernel_when_on(rng):
-    from conftest import fast_paths_off
-    x = rng.standard_normal((4, 8)).astype(np.float32)
-    assert dispatch.choose("gelu_forward", x) is _kernel("gelu_forward", "cpu").fn
-    assert dispatch.choose("gelu_forward", x.astype(np.float64)) is ops.gelu_forward   # float64: none applies
-    with fast_paths_off():
-        assert dispatch.choose("gelu_forward", x) is ops.gelu_forward
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_model_chooses_its_ops_once_from_kernels_device_and_dtype(dtype):
+    config = minibert.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=20, max_position_embeddings=16)
+    fast = minibert.BertForPreTraining(config, dtype=dtype, kernels="fast")
+    assert fast.ops is (accel_cpu if dtype == "float32" else ops)      # float64: no CPU kernels
+    assert fast.params.ops is fast.ops                                  # the optimiser's update too
+    assert minibert.BertForPreTraining(config, dtype=dtype).ops is ops  # the default: the reference
+    assert minibert.BertForPreTraining(config, dtype=dtype, kernels=accel_cuda).ops is accel_cuda
+    with pytest.raises(ValueError, match=r"kernels must be one of \['reference', 'fast'\], got 'quick'"):
+        minibert.BertForPreTraining(config, kernels="quick")
+    with pytest.raises(ValueError, match="lacks"):
+        minibert.BertForPreTraining(config, kernels=np)      # not a set of ops
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_a_model_on_the_fast_cpu_ops_follows_the_reference_model(dropout, rng):
+    """Three training steps: the same losses, gradients and weights (float32 rounding apart), the
+    same dropout masks, on a batch with padding and a fully padded sequence."""
+    from conftest import padded_batch
+    from minibert.optim import AdamW
+    config = minibert.BertConfig(vocab_size=301, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+                                 intermediate_size=72, max_position_embeddings=32,
+                                 hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    batch = padded_batch(rng, 301)
+    batch["attention_mask"][2] = 0
+    runs = []
+    for kernels in ("fast", "reference"):
+        m = minibert.BertForPreTraining(config, seed=3, kernels=kernels)
+        opt = AdamW(m.params, lr=1e-3)
+        losses, grads = [], []
+        for step in range(3):
+            m.seed_dropout((0, step))
+            losses.append(float(m.forward(**batch, train=True).loss))
+            m.backward()
+            grads.append(m.params.grad.copy())
+            opt.step()
+        runs.append((losses, grads, m.params.data.copy()))
+    (lf, gf, wf), (lr_, gr, wr) = runs
+    np.testing.assert_allclose(lf, lr_, rtol=1e-5)
+    for a, b in zip(gf, gr):
+        _close(a, b, 1e-4, "gradients")
+    _close(wf, wr, 1e-5, "weights")
+    assert lf[-1] < lf[0]

@@ -16,10 +16,10 @@ import pytest
 from scipy.special import erf as scipy_erf
 
 import minibert as mb
-from minibert import accel, dispatch as L
-from minibert.accel import blas, erf as erf_mod, pool, rng as accel_rng
+from minibert import accel, ops as R
+from minibert.accel import blas, cpu as F, erf as erf_mod, pool, rng as accel_rng
 from minibert.accel.cpu import elementwise, layernorm, loss as cpu_loss
-from conftest import fast_paths_off as reference, padded_batch
+from conftest import padded_batch
 
 
 @contextlib.contextmanager
@@ -70,9 +70,8 @@ def test_erf_coefficients_come_from_the_fit():
 # ---------------------------------------------------------------------------- GELU
 def test_exact_gelu_forward_within_float32_rounding(rng):
     x = f32(rng, 64, 300, scale=3.0)
-    y, (_, cdf, _) = L.gelu_forward(x, "none")
-    with reference():
-        y_ref, (_, cdf_ref, _) = L.gelu_forward(x, "none")
+    y, (_, cdf, _) = F.gelu_forward(x, "none")
+    y_ref, (_, cdf_ref, _) = R.gelu_forward(x, "none")
     x64 = x.astype(np.float64)
     exact_cdf = 0.5 * (1 + scipy_erf(x64 / np.sqrt(2)))
     # Phi = (1 + erf) / 2 carries erf's absolute error (~1e-8 near erf = -1) in both
@@ -89,11 +88,10 @@ def test_exact_gelu_forward_within_float32_rounding(rng):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_backward_and_tanh_forward_equal_the_reference(rng, approximate):
     x, dy = f32(rng, 50, 70, scale=3.0), f32(rng, 50, 70)
-    y, cache = L.gelu_forward(x, approximate)
-    dx = L.gelu_backward(dy, cache)
-    with reference():
-        y_ref, _ = L.gelu_forward(x, approximate)
-        dx_ref = L.gelu_backward(dy, cache)
+    y, cache = F.gelu_forward(x, approximate)
+    dx = F.gelu_backward(dy, cache)
+    y_ref, _ = R.gelu_forward(x, approximate)
+    dx_ref = R.gelu_backward(dy, cache)
     same(dx, dx_ref)
     if approximate == "tanh":
         same(y, y_ref)
@@ -103,11 +101,10 @@ def test_gelu_backward_and_tanh_forward_equal_the_reference(rng, approximate):
 def test_layernorm_equals_the_reference(rng):
     x, g, b, dy = f32(rng, 3, 41, 24, scale=2.0), f32(rng, 24), f32(rng, 24), f32(rng, 3, 41, 24)
     with threads(2, block=24 * 10):
-        y, cache = L.layernorm_forward(x, g, b, 1e-12)
-        dx, dg, db = L.layernorm_backward(dy, cache)
-    with reference():
-        y_ref, cache_ref = L.layernorm_forward(x, g, b, 1e-12)
-        dx_ref, dg_ref, db_ref = L.layernorm_backward(dy, cache_ref)
+        y, cache = F.layernorm_forward(x, g, b, 1e-12)
+        dx, dg, db = F.layernorm_backward(dy, cache)
+    y_ref, cache_ref = R.layernorm_forward(x, g, b, 1e-12)
+    dx_ref, dg_ref, db_ref = R.layernorm_backward(dy, cache_ref)
     same((y, cache[0], cache[1], dx), (y_ref, cache_ref[0], cache_ref[1], dx_ref))
     np.testing.assert_allclose(dg, dg_ref, rtol=1e-5, atol=1e-5)  # sums over rows, in blocks
     np.testing.assert_allclose(db, db_ref, rtol=1e-5, atol=1e-5)
@@ -119,7 +116,7 @@ def attention_inputs(rng, B=3, A=2, T=9, D=4):
     mask = np.ones((B, T), dtype=np.int64)
     mask[0, T - 3:] = 0
     mask[-1] = 0  # a fully padded sequence
-    return q, k, v, dout, L.attention_mask_bias(mask, np.float32)
+    return q, k, v, dout, F.attention_mask_bias(mask, np.float32)
 
 
 @pytest.mark.parametrize("train", [False, True])
@@ -128,11 +125,10 @@ def test_attention_equals_the_reference(rng, train):
     u = rng.random((3, 2, 9, 9), dtype=np.float32)
     draw = lambda shape: u
     with threads(2, block=9 * 4):
-        out, cache = L.attention_forward(q, k, v, bias, 0.2, draw, train)
-        grads = L.attention_backward(dout, cache)
-    with reference():
-        out_ref, cache_ref = L.attention_forward(q, k, v, bias, 0.2, draw, train)
-        grads_ref = L.attention_backward(dout, cache_ref)
+        out, cache = F.attention_forward(q, k, v, bias, 0.2, draw, train)
+        grads = F.attention_backward(dout, cache)
+    out_ref, cache_ref = R.attention_forward(q, k, v, bias, 0.2, draw, train)
+    grads_ref = R.attention_backward(dout, cache_ref)
     same(out, out_ref)
     same(tuple(grads), tuple(grads_ref))
     assert not grads[0][-1].any()  # the fully padded sequence
@@ -141,11 +137,10 @@ def test_attention_equals_the_reference(rng, train):
 def test_dropout_equals_the_reference(rng):
     x, dout = f32(rng, 20, 33), f32(rng, 20, 33)
     u = rng.random(x.shape, dtype=np.float32)
-    out, mask = L.dropout_forward(x, 0.3, lambda s: u, True)
-    with reference():
-        out_ref, mask_ref = L.dropout_forward(x, 0.3, lambda s: u, True)
-        dx_ref = L.dropout_backward(dout, mask_ref)
-    same((out, mask, L.dropout_backward(dout, mask)), (out_ref, mask_ref, dx_ref))
+    out, mask = F.dropout_forward(x, 0.3, lambda s: u, True)
+    out_ref, mask_ref = R.dropout_forward(x, 0.3, lambda s: u, True)
+    dx_ref = R.dropout_backward(dout, mask_ref)
+    same((out, mask, F.dropout_backward(dout, mask)), (out_ref, mask_ref, dx_ref))
 
 
 # ------------------------------------------------------------ softmax cross-entropy
@@ -153,11 +148,10 @@ def test_cross_entropy_equals_the_reference(rng):
     logits = f32(rng, 13, 501, scale=4.0)
     labels = rng.integers(0, 501, 13)
     labels[[2, 7]] = -100
-    loss, cache = L.softmax_cross_entropy_forward(logits, labels)
-    d = L.softmax_cross_entropy_backward(1.0, cache)
-    with reference():
-        loss_ref, cache_ref = L.softmax_cross_entropy_forward(logits, labels)
-        d_ref = L.softmax_cross_entropy_backward(1.0, cache_ref)
+    loss, cache = F.softmax_cross_entropy_forward(logits, labels)
+    d = F.softmax_cross_entropy_backward(1.0, cache)
+    loss_ref, cache_ref = R.softmax_cross_entropy_forward(logits, labels)
+    d_ref = R.softmax_cross_entropy_backward(1.0, cache_ref)
     assert loss == loss_ref and loss.dtype == np.float32
     same(d, d_ref)
 
@@ -233,29 +227,22 @@ def test_the_worker_threads_follow_the_callers_error_state(rng):
             blas.gemm(a, b)
 
 
-def test_enable_keeps_freed_memory_on_glibc_and_a_model_sets_nothing(monkeypatch):
+def test_the_fast_cpu_ops_keep_freed_memory_on_glibc_and_a_reference_model_sets_nothing(monkeypatch):
     import platform
     from minibert.accel import memory
     calls = []
     monkeypatch.setattr(memory, "_malloc_tuned", None)
-    monkeypatch.setattr(accel, "keep_freed_memory", lambda: calls.append(1) or memory.keep_freed_memory())
-    mb.BertModel(mb.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=16, max_position_embeddings=8))
-    assert calls == []                               # building a model makes no process-wide setting
-    monkeypatch.delenv("MINIBERT_FAST", raising=False)
-    assert accel.enable() is True and calls == [1]
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda real=memory.keep_freed_memory: calls.append(1) or real())
+    config = mb.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=16, max_position_embeddings=8)
+    mb.BertModel(config)
+    mb.BertModel(config, dtype="float64", kernels="fast")     # float64: the reference ops
+    assert calls == []                               # no process-wide setting without the fast CPU ops
+    assert mb.BertModel(config, kernels="fast").ops is F and calls == [1]
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert memory.keep_freed_memory() is True    # mallopt accepted both settings
     else:
         assert memory.keep_freed_memory() is False
-
-
-def test_minibert_fast_0_keeps_the_reference(monkeypatch):
-    monkeypatch.setenv("MINIBERT_FAST", "0")
-    with reference():
-        assert accel.enable() is False and not accel.enabled()
-        x = f32(np.random.default_rng(0), 4, 8)
-        assert L.choose("gelu_forward", x) is mb.ops.gelu_forward
 
 
 @pytest.mark.skipif(not accel.keep_freed_memory(), reason="needs glibc's malloc")
@@ -288,8 +275,8 @@ def test_every_fast_function_gives_the_same_bits_with_any_thread_count(rng):
             out += [y, elementwise.gelu_backward(dy, c)]
         y, c = layernorm.layernorm_forward(x, g, b, 1e-12)
         out += [y, *layernorm.layernorm_backward(dy, c)]
-        o, c = L.attention_forward(q, k, v, bias, 0.1, lambda s: u, True)
-        out += [o, *L.attention_backward(dout, c)]
+        o, c = F.attention_forward(q, k, v, bias, 0.1, lambda s: u, True)
+        out += [o, *F.attention_backward(dout, c)]
         loss, c = cpu_loss.softmax_cross_entropy_forward(logits, labels)
         out += [loss, cpu_loss.softmax_cross_entropy_backward(1.0, c)]
         return out
@@ -325,15 +312,14 @@ def test_a_batch_without_mlm_labels_trains_like_the_reference(rng, nsp):
     ids = rng.integers(5, 50, (2, 6))
     kw = dict(mlm_labels=np.full((2, 6), -100), nsp_labels=np.array([0, 1]) if nsp else None)
 
-    def step():
-        model = mb.BertForPreTraining(config, seed=3)
+    def step(kernels):
+        model = mb.BertForPreTraining(config, seed=3, kernels=kernels)
         out = model.forward(ids, **kw, train=False)
         model.backward()
         return float(out.loss), model.params.grad.copy(), model
 
-    loss, grad, model = step()
-    with reference():
-        loss_ref, grad_ref, _ = step()
+    loss, grad, model = step("fast")
+    loss_ref, grad_ref, _ = step("reference")
     assert loss == loss_ref
     np.testing.assert_allclose(grad, grad_ref, rtol=1e-5, atol=1e-7)
     assert not model.params.grads["cls.predictions.transform.LayerNorm.weight"].any()
@@ -346,16 +332,15 @@ def test_model_step_with_and_without_fast_paths(rng):
                            intermediate_size=80, max_position_embeddings=32)
     batch = padded_batch(rng, config.vocab_size, B=4, T=17, n_labels=(3, 2, 1))
 
-    def step():
-        model = mb.BertForPreTraining(config, seed=5, dtype="float32")
+    def step(kernels):
+        model = mb.BertForPreTraining(config, seed=5, dtype="float32", kernels=kernels)
         out = model.forward(**batch, train=True)  # dropout on: the same masks either way
         model.backward()
         return float(out.loss), model.params.grad.copy()
 
     with threads(2, block=256):
-        loss, grad = step()
-    with reference():
-        loss_ref, grad_ref = step()
+        loss, grad = step("fast")
+    loss_ref, grad_ref = step("reference")
     assert abs(loss - loss_ref) <= 1e-6 * abs(loss_ref)
     assert np.linalg.norm(grad - grad_ref) <= 1e-5 * np.linalg.norm(grad_ref)
 
@@ -369,8 +354,8 @@ def test_adamw_fast_equals_reference_bit_for_bit(rng, wd):
     specs = [ParamSpec("a.weight", (70, 53), "normal", True), ParamSpec("a.bias", (70,), "zeros", False),
              ParamSpec("b.weight", (33, 41), "normal", True), ParamSpec("LayerNorm.weight", (41,), "ones", False)]
 
-    def run():
-        store = ParamStore(specs, np, np.float32)
+    def run(ops):
+        store = ParamStore(specs, np, np.float32, ops)
         store.init(3, 0.02)
         opt = AdamW(store, lr=1e-2, weight_decay=wd)
         r = np.random.default_rng(7)
@@ -380,9 +365,8 @@ def test_adamw_fast_equals_reference_bit_for_bit(rng, wd):
         return store.data.copy(), opt.m.copy(), opt.v.copy()
 
     with threads(2, block=256):
-        got = run()
-    with reference():
-        ref = run()
+        got = run(F)
+    ref = run(R)
     for a, b in zip(got, ref):
         np.testing.assert_array_equal(a, b)
 
@@ -426,7 +410,7 @@ def test_a_training_step_gives_the_same_bits_with_any_thread_count():
     grads = []
     for n in (1, 2, 3):
         with threads(n):
-            model = mb.BertForPreTraining(config, seed=0)
+            model = mb.BertForPreTraining(config, seed=0, kernels="fast")
             out = model.forward(ids, mlm_labels=labels, nsp_labels=np.zeros(8, dtype=np.int64), train=True)
             model.backward()
             grads.append((float(out.loss), model.params.grad.copy()))

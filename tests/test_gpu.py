@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minibert as mb
-from conftest import fast_paths_off, padded_batch
+from conftest import padded_batch
 
 
 def _gpu_reason():
@@ -34,10 +34,11 @@ def cfg(**kw):
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 1e-4)])
 @pytest.mark.parametrize("act", ["gelu", "gelu_new"])
-def test_cupy_matches_numpy(dtype, tol, act, rng):
+@pytest.mark.parametrize("kernels", ["reference", "fast"])
+def test_cupy_matches_numpy(dtype, tol, act, kernels, rng):
     import cupy
-    cpu = mb.BertForPreTraining(cfg(hidden_act=act), seed=4, dtype=dtype)
-    gpu = mb.BertForPreTraining(cfg(hidden_act=act), seed=4, dtype=dtype, device="cuda")
+    cpu = mb.BertForPreTraining(cfg(hidden_act=act), seed=4, dtype=dtype, kernels=kernels)
+    gpu = mb.BertForPreTraining(cfg(hidden_act=act), seed=4, dtype=dtype, device="cuda", kernels=kernels)
     assert isinstance(gpu.params.data, cupy.ndarray)
     np.testing.assert_array_equal(cupy.asnumpy(gpu.params.data), cpu.params.data)  # same init
     batch = padded_batch(rng, 301, B=3, T=10)
@@ -100,12 +101,6 @@ def test_gpu_pretrain_resume_and_export(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------ the fused GPU kernels
-@pytest.fixture
-def reference():
-    """Run a block of code on the GPU with the fused kernels off (the reference ops of minibert/ops/)."""
-    return fast_paths_off
-
-
 TOL = {"float64": 1e-12, "float32": 2e-6}
 
 
@@ -126,61 +121,58 @@ def _uniform_source(seed, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_fused_layernorm_gelu_dropout_match_the_reference(dtype, reference):
+def test_fused_layernorm_gelu_dropout_match_the_reference(dtype):
     import cupy
-    from minibert import dispatch as L
+    from minibert import ops
+    from minibert.accel import cuda
     from minibert.accel.cuda import kernels
     rs = cupy.random.RandomState(0)
     x = rs.standard_normal((6, 7, 96)).astype(dtype) * 3 + 1
     gamma, beta = rs.standard_normal(96).astype(dtype), rs.standard_normal(96).astype(dtype)
     dy = rs.standard_normal(x.shape).astype(dtype)
     assert kernels.applies(x, gamma, beta)
-    fused = [L.layernorm_forward(x, gamma, beta, 1e-12)]
-    fused.append(L.layernorm_backward(dy, fused[0][1]))
-    for act in ("none", "tanh"):
-        y, c = L.gelu_forward(x, act)
-        fused.append((y, L.gelu_backward(dy, c)))
     u_fused, u_ref = _uniform_source(3, dtype)
-    yd, md = L.dropout_forward(x, 0.1, u_fused, True)
-    with reference():
-        ref = [L.layernorm_forward(x, gamma, beta, 1e-12)]
-        ref.append(L.layernorm_backward(dy, ref[0][1]))
+    runs = []
+    for L, u in ((cuda, u_fused), (ops, u_ref)):
+        run = [L.layernorm_forward(x, gamma, beta, 1e-12)]
+        run.append(L.layernorm_backward(dy, run[0][1]))
         for act in ("none", "tanh"):
             y, c = L.gelu_forward(x, act)
-            ref.append((y, L.gelu_backward(dy, c)))
-        yr, mr = L.dropout_forward(x, 0.1, u_ref, True)
+            run.append((y, L.gelu_backward(dy, c)))
+        run.append(L.dropout_forward(x, 0.1, u, True))
+        runs.append(run)
+    fused, ref = runs
     _close(fused[0][0], ref[0][0], dtype, "layernorm y")
     for name, a, b in zip(("dx", "dgamma", "dbeta"), fused[1], ref[1]):
         _close(a, b, dtype, "layernorm " + name)
     for k, act in enumerate(("erf", "tanh")):
         _close(fused[2 + k][0], ref[2 + k][0], dtype, f"gelu {act} forward")
         _close(fused[2 + k][1], ref[2 + k][1], dtype, f"gelu {act} backward")
+    (yd, md), (yr, mr) = fused[4], ref[4]
     np.testing.assert_array_equal(cupy.asnumpy(md), cupy.asnumpy(mr))  # the same entries dropped
     _close(yd, yr, dtype, "dropout")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("train", [False, True])
-def test_fused_attention_matches_the_reference(dtype, train, reference):
+def test_fused_attention_matches_the_reference(dtype, train):
     import cupy
-    from minibert import dispatch as L
+    from minibert import ops
+    from minibert.accel import cuda
     rs = cupy.random.RandomState(1)
     B, A, T, D = 3, 2, 40, 8
     q, k, v, dout = (rs.standard_normal((B, A, T, D)).astype(dtype) for _ in range(4))
     mask = np.ones((B, T), dtype=np.int64)
     mask[1, 25:] = 0
     mask[2] = 0                      # a sequence with every key masked
-    bias = L.attention_mask_bias(cupy.asarray(mask), dtype)
+    bias = ops.attention_mask_bias(cupy.asarray(mask), dtype)
     u_fused, u_ref = _uniform_source(5, dtype)
-    from minibert.accel.cuda import ops as fused
-    assert L.choose("attention_forward", q, k, v, bias, 0.1, u_fused, train) is fused.attention_forward
-    out_f, cache_f = L.attention_forward(q, k, v, bias, 0.1, u_fused, train)
-    grads_f = L.attention_backward(dout, cache_f)
+    out_f, cache_f = cuda.attention_forward(q, k, v, bias, 0.1, u_fused, train)
+    grads_f = cuda.attention_backward(dout, cache_f)
     # the fused forward keeps its dropout mask as one byte per entry (the reference: the multipliers)
-    assert (cache_f.drop_mask.dtype == np.uint8) if train else cache_f.drop_mask is None
-    with reference():
-        out_r, cache_r = L.attention_forward(q, k, v, bias, 0.1, u_ref, train)
-        grads_r = L.attention_backward(dout, cache_r)
+    assert (cache_f.keep.dtype == np.uint8) if train else cache_f.keep is None
+    out_r, cache_r = ops.attention_forward(q, k, v, bias, 0.1, u_ref, train)
+    grads_r = ops.attention_backward(dout, cache_r)
     _close(out_f, out_r, dtype, "context")
     for name, a, b in zip(("dq", "dk", "dv"), grads_f, grads_r):
         _close(a, b, dtype, name)
@@ -189,42 +181,38 @@ def test_fused_attention_matches_the_reference(dtype, train, reference):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("bias_correction", [True, False])
-def test_fused_adamw_matches_the_reference(dtype, bias_correction, reference):
+def test_fused_adamw_matches_the_reference(dtype, bias_correction):
     import cupy
     from minibert.optim import AdamW
-    models = [mb.BertForPreTraining(cfg(), seed=2, dtype=dtype, device="cuda") for _ in range(2)]
+    models = [mb.BertForPreTraining(cfg(), seed=2, dtype=dtype, device="cuda", kernels=k)
+              for k in ("fast", "reference")]
+    assert models[0].ops.__name__ == "minibert.accel.cuda"
     opts = [AdamW(m.params, lr=1e-2, weight_decay=0.1, bias_correction=bias_correction) for m in models]
     rs = cupy.random.RandomState(4)
     for step in range(3):
         g = rs.standard_normal(models[0].params.grad.shape).astype(dtype)
-        for i, (m, opt) in enumerate(zip(models, opts)):
+        for m, opt in zip(models, opts):
             m.params.grad[...] = g
-            if i == 0:
-                opt.step(lr=1e-2 * (step + 1))
-            else:
-                with reference():
-                    opt.step(lr=1e-2 * (step + 1))
+            opt.step(lr=1e-2 * (step + 1))
     for a, b in ((models[0].params.data, models[1].params.data), (opts[0].m, opts[1].m), (opts[0].v, opts[1].v)):
         _close(a, b, dtype, "AdamW state")
 
 
-def test_fused_training_follows_the_reference(rng, reference):
+def test_fused_training_follows_the_reference(rng):
     """Five steps with dropout on: the fused kernels and the reference draw the same masks."""
     from minibert.optim import AdamW
     c = mb.BertConfig.from_preset("tiny", vocab_size=301)
     batch = padded_batch(rng, 301)
     losses = []
-    for fused in (True, False):
-        m = mb.BertForPreTraining(c, seed=3, device="cuda", dtype="float64")
+    for kernels in ("fast", "reference"):
+        m = mb.BertForPreTraining(c, seed=3, device="cuda", dtype="float64", kernels=kernels)
         opt = AdamW(m.params, lr=1e-3)
         run = []
         for step in range(5):
             m.seed_dropout((0, step))
-            if fused:
-                run.append(float(m.forward(**batch, train=True).loss)); m.backward(); opt.step()
-            else:
-                with reference():
-                    run.append(float(m.forward(**batch, train=True).loss)); m.backward(); opt.step()
+            run.append(float(m.forward(**batch, train=True).loss))
+            m.backward()
+            opt.step()
         losses.append(run)
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-12)
     assert losses[0][-1] < losses[0][0]
@@ -239,7 +227,7 @@ def test_mixed_precision_on_the_gpu_matches_the_cpu_emulation(rng):
     import cupy
     c = cfg()
     cpu = mb.BertForPreTraining(c, seed=5, mixed_precision=True)
-    gpu = mb.BertForPreTraining(c, seed=5, mixed_precision=True, device="cuda")
+    gpu = mb.BertForPreTraining(c, seed=5, mixed_precision=True, device="cuda", kernels="fast")
     assert gpu.params.half.dtype == np.float16 and isinstance(gpu.params.half, cupy.ndarray)
     batch = padded_batch(rng, 301, B=3, T=10)
     a = cpu.forward(**batch, train=False)
@@ -262,7 +250,7 @@ def test_a_batch_without_mlm_labels_on_the_gpu(dtype, rng):
     ids = rng.integers(5, 301, (2, 6))
     kw = dict(mlm_labels=np.full((2, 6), -100), nsp_labels=np.array([0, 1]))
     cpu = mb.BertForPreTraining(cfg(), seed=2, dtype=dtype)
-    gpu = mb.BertForPreTraining(cfg(), seed=2, dtype=dtype, device="cuda")
+    gpu = mb.BertForPreTraining(cfg(), seed=2, dtype=dtype, device="cuda", kernels="fast")
     a = cpu.forward(ids, **kw, train=False)
     b = gpu.forward(cupy.asarray(ids), **{k: cupy.asarray(v) for k, v in kw.items()}, train=False)
     assert abs(float(a.loss) - float(b.loss)) <= 1e-5 * float(a.loss)

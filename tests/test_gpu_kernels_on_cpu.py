@@ -2,22 +2,20 @@
 
 ``tests/test_gpu.py`` checks them on a GPU and skips without one.  Here the same CUDA
 source is compiled for the CPU (``tests/cuda_on_cpu.py``: threads as fibers, real
-barriers and warp shuffles) and NumPy arrays are routed to the CUDA kernels by
-``minibert.dispatch``, for the ops, ``optim.py`` and the model, so that a wrong index, a barrier in a branch,
+barriers and warp shuffles) and NumPy arrays count as on the device, so that the ops of
+``minibert.accel.cuda``, and a model built on them, run the kernels: a wrong index, a barrier in a branch,
 a kernel argument of the wrong type or a missing guard fails here too.  What this cannot
 check (CuPy itself, the GPU's arithmetic, speed) stays with ``test_gpu.py``.
 """
 import sys
-from contextlib import nullcontext
 
 import numpy as np
 import pytest
 
 import minibert as mb
-from minibert import dispatch, dispatch as L
-from minibert.accel import registry
+from minibert import accel, ops
 from minibert.accel.cuda import kernels as cuda_kernels, source as cuda_source
-from conftest import fast_paths_off as reference, padded_batch
+from conftest import padded_batch
 import cuda_on_cpu
 
 REASON = cuda_on_cpu.unavailable()
@@ -34,15 +32,18 @@ def _clear_kernel_caches():
 
 
 def cuda_kernels_on_numpy(monkeypatch, spy=None):
-    """From now on NumPy arrays count as on the device and the dispatch knows only the CUDA kernels.
+    """From now on NumPy arrays count as on the device: ``accel.cuda``'s ops run the CUDA kernels on them.
 
-    ``spy(op, fn)``, optional, wraps each kernel.  Also used by ``tests/test_accel.py``.
+    ``spy(op, fn)``, optional, wraps each of ``accel.cuda``'s functions that is its own (not the
+    reference's).  Also used by ``tests/test_accel.py``.
     """
     monkeypatch.setitem(sys.modules, "cupy", cuda_on_cpu.fake_cupy())
     monkeypatch.setattr(cuda_kernels, "on_device", lambda a: isinstance(a, np.ndarray))
-    only_cuda = {op: [k._replace(fn=spy(op, k.fn) if spy else k.fn) for k in ks if k.device == "cuda"]
-                 for op, ks in registry.KERNELS.items()}
-    monkeypatch.setattr(dispatch, "KERNELS", only_cuda)   # the CPU kernels would come first
+    if spy:
+        for op in ops.OPS:
+            fn = getattr(accel.cuda, op)
+            if fn is not getattr(ops, op):
+                monkeypatch.setattr(accel.cuda, op, spy(op, fn))
     _clear_kernel_caches()
 
 
@@ -111,9 +112,8 @@ def test_a_wrong_kernel_fails_the_comparison(kernels, monkeypatch, rng):
     assert wrong != cuda_source.LAYERNORM_FWD
     monkeypatch.setattr(cuda_source, "LAYERNORM_FWD", wrong)
     x, g, b = rng.standard_normal((5, 64)), rng.standard_normal(64), rng.standard_normal(64)
-    y, _ = L.layernorm_forward(x, g, b, 1e-12)
-    with reference():
-        y_ref, _ = L.layernorm_forward(x, g, b, 1e-12)
+    y, _ = accel.cuda.layernorm_forward(x, g, b, 1e-12)
+    y_ref, _ = ops.layernorm_forward(x, g, b, 1e-12)
     with pytest.raises(AssertionError, match="relative error"):
         _close(y, y_ref, "float64")
 
@@ -127,17 +127,16 @@ def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, r
     dy = rng.standard_normal(x.shape).astype(dtype)
     u_kernel, u_ref = _uniforms(3, dtype)
     runs = []
-    for path in ("kernel", "reference"):
-        with (reference() if path == "reference" else nullcontext()):
-            y, cache = L.layernorm_forward(x, gamma, beta, 1e-12)
-            out = {"layernorm y": y}
-            out.update(zip(("layernorm dx", "dgamma", "dbeta"), L.layernorm_backward(dy, cache)))
-            for act in ("none", "tanh"):
-                g, c = L.gelu_forward(x, act)
-                out[f"gelu {act}"], out[f"gelu {act} dx"] = g, L.gelu_backward(dy, c)
-            out["dropout y"], out["dropout mask"] = L.dropout_forward(
-                x, 0.1, u_kernel if path == "kernel" else u_ref, True)
-            runs.append(out)
+    for path, L in (("kernel", accel.cuda), ("reference", ops)):
+        y, cache = L.layernorm_forward(x, gamma, beta, 1e-12)
+        out = {"layernorm y": y}
+        out.update(zip(("layernorm dx", "dgamma", "dbeta"), L.layernorm_backward(dy, cache)))
+        for act in ("none", "tanh"):
+            g, c = L.gelu_forward(x, act)
+            out[f"gelu {act}"], out[f"gelu {act} dx"] = g, L.gelu_backward(dy, c)
+        out["dropout y"], out["dropout mask"] = L.dropout_forward(
+            x, 0.1, u_kernel if path == "kernel" else u_ref, True)
+        runs.append(out)
     assert set(KERNEL_FUNCTIONS[:5]) <= set(kernels)          # the kernels ran
     for name in runs[0]:
         _close(runs[0][name], runs[1][name], dtype, name)
@@ -154,14 +153,13 @@ def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
     if B == 3:
         mask[1, 25:] = 0
         mask[2] = 0                  # a sequence with every key masked
-    bias = L.attention_mask_bias(mask, dtype)
+    bias = ops.attention_mask_bias(mask, dtype)
     u_kernel, u_ref = _uniforms(5, dtype)
-    out_k, cache_k = L.attention_forward(q, k, v, bias, 0.1, u_kernel, train)
-    grads_k = L.attention_backward(dout, cache_k)
+    out_k, cache_k = accel.cuda.attention_forward(q, k, v, bias, 0.1, u_kernel, train)
+    grads_k = accel.cuda.attention_backward(dout, cache_k)
     assert kernels == ["attention_forward", "attention_backward"]
-    with reference():
-        out_r, cache_r = L.attention_forward(q, k, v, bias, 0.1, u_ref, train)
-        grads_r = L.attention_backward(dout, cache_r)
+    out_r, cache_r = ops.attention_forward(q, k, v, bias, 0.1, u_ref, train)
+    grads_r = ops.attention_backward(dout, cache_r)
     _close(out_k, out_r, dtype, "context")
     for name, a, b in zip(("dq", "dk", "dv"), grads_k, grads_r):
         _close(a, b, dtype, name)
@@ -177,14 +175,14 @@ def _small_config(**kw):
 @pytest.mark.parametrize("bias_correction", [True, False])
 def test_adamw_kernel_matches_the_reference(dtype, bias_correction, kernels, rng):
     from minibert.optim import AdamW
-    models = [mb.BertForPreTraining(_small_config(), seed=2, dtype=dtype) for _ in range(2)]
+    models = [mb.BertForPreTraining(_small_config(), seed=2, dtype=dtype, kernels=k)
+              for k in (accel.cuda, "reference")]
     opts = [AdamW(m.params, lr=1e-2, weight_decay=0.1, bias_correction=bias_correction) for m in models]
     for step in range(3):
         g = rng.standard_normal(models[0].params.grad.shape).astype(dtype)
-        for i, (m, opt) in enumerate(zip(models, opts)):
+        for m, opt in zip(models, opts):
             m.params.grad[...] = g
-            with (reference() if i else nullcontext()):
-                opt.step(lr=1e-2 * (step + 1))
+            opt.step(lr=1e-2 * (step + 1))
     assert kernels.count("adamw_update") == 3
     for name, a, b in (("weights", models[0].params.data, models[1].params.data),
                        ("m", opts[0].m, opts[1].m), ("v", opts[0].v, opts[1].v)):
@@ -199,17 +197,16 @@ def test_training_steps_through_the_kernels_follow_the_reference(dtype, tol, ker
     batch = padded_batch(rng, 301)
     batch["attention_mask"][2] = 0      # a fully padded sequence as well
     runs = []
-    for path in ("kernel", "reference"):
+    for path in (accel.cuda, "reference"):
         m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-                                  seed=3, dtype=dtype)
+                                  seed=3, dtype=dtype, kernels=path)
         opt = AdamW(m.params, lr=1e-3)
         losses = []
-        with (reference() if path == "reference" else nullcontext()):
-            for step in range(3):
-                m.seed_dropout((0, step))
-                losses.append(float(m.forward(**batch, train=True).loss))
-                m.backward()
-                opt.step()
+        for step in range(3):
+            m.seed_dropout((0, step))
+            losses.append(float(m.forward(**batch, train=True).loss))
+            m.backward()
+            opt.step()
         runs.append((losses, m.params.data.copy()))
     assert set(KERNEL_FUNCTIONS) <= set(kernels)
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=tol)
@@ -223,10 +220,10 @@ def test_a_batch_without_mlm_labels_launches_no_empty_grid(dtype, kernels, rng):
     ids = rng.integers(5, 301, (2, 6))
     kw = dict(mlm_labels=np.full((2, 6), -100), nsp_labels=np.array([0, 1]))
     m = mb.BertForPreTraining(_small_config(), seed=2, dtype=dtype)
-    with reference():
-        ref = m.forward(ids, **kw, train=False)
-        m.backward()
+    ref = m.forward(ids, **kw, train=False)
+    m.backward()
     g_ref = m.params.grad.copy()
+    m = mb.BertForPreTraining(_small_config(), seed=2, dtype=dtype, kernels=accel.cuda)
     out = m.forward(ids, **kw, train=False)
     m.backward()
     assert "layernorm_backward" in kernels

@@ -89,7 +89,7 @@ def test_fresh_model_loss_is_near_log_vocab(rng):
 
 def test_overfits_one_batch(rng, either_path):
     config = mb.BertConfig.from_preset("tiny", vocab_size=500)
-    model = mb.BertForPreTraining(config, seed=0)
+    model = mb.BertForPreTraining(config, seed=0, kernels=either_path)
     batch = padded_batch(rng, 500, B=4, T=16, n_labels=(3,))
     opt = AdamW(model.params, lr=2e-3, weight_decay=0.0)
     first = None
@@ -116,11 +116,11 @@ def test_labelled_positions_give_the_same_logits_as_all_positions(rng):
 def test_dropout_is_seeded_and_off_at_eval(rng, either_path):
     config = mb.BertConfig.from_preset("tiny", vocab_size=300)
     batch = padded_batch(rng, 300)
-    a = mb.BertForPreTraining(config, seed=7).forward(**batch, train=True).loss
-    b = mb.BertForPreTraining(config, seed=7).forward(**batch, train=True).loss
-    c = mb.BertForPreTraining(config, seed=8).forward(**batch, train=True).loss
+    a = mb.BertForPreTraining(config, seed=7, kernels=either_path).forward(**batch, train=True).loss
+    b = mb.BertForPreTraining(config, seed=7, kernels=either_path).forward(**batch, train=True).loss
+    c = mb.BertForPreTraining(config, seed=8, kernels=either_path).forward(**batch, train=True).loss
     assert float(a) == float(b) and float(a) != float(c)
-    m = mb.BertForPreTraining(config, seed=7)
+    m = mb.BertForPreTraining(config, seed=7, kernels=either_path)
     e1, e2 = (float(m.forward(**batch, train=False).loss) for _ in range(2))
     assert e1 == e2
 

@@ -39,9 +39,9 @@ def rel(a, b):
     return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
-def run_both(name, dtype, rng):
+def run_both(name, dtype, rng, kernels="reference"):
     config = mb.BertConfig(**CONFIGS[name], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = mb.BertForPreTraining(config, seed=11, dtype=dtype)
+    model = mb.BertForPreTraining(config, seed=11, dtype=dtype, kernels=kernels)
     # the initial weights are almost too regular: perturb them so every path matters
     for p in model.params.params.values():
         p += (rng.standard_normal(p.shape) * 0.02).astype(p.dtype)
@@ -56,7 +56,7 @@ def run_both(name, dtype, rng):
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("dtype,tol_out,tol_grad", [("float64", 1e-9, 1e-8), ("float32", 1e-4, 1e-4)])
 def test_matches_transformers(name, dtype, tol_out, tol_grad, rng, either_path):
-    model, hf, batch, t = run_both(name, dtype, rng)
+    model, hf, batch, t = run_both(name, dtype, rng, either_path)
     inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
 
     # without labels: the decoder over every position

@@ -25,7 +25,7 @@ def keep_freed_memory() -> bool:
     Peak memory is unchanged; the process simply keeps its peak between
     steps.
 
-    Made once, by ``minibert.accel.enable()``.  Does nothing where malloc
+    Made when a model first chooses the fast CPU ops.  Does nothing where malloc
     is not glibc's.  Returns whether the settings were applied.
     """
     global _malloc_tuned

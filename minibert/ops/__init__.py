@@ -1,34 +1,38 @@
 """The reference ops: BERT's building blocks, each a forward/backward pair written by hand.
 
 One module per concept (``linear``, ``embedding``, ``layernorm``,
-``activations``, ``dropout``, ``attention``, ``loss``).  Every ``*_forward``
-returns ``(out, cache)``; the matching ``*_backward`` takes the upstream
-gradient and that cache and returns the gradients of the inputs and
+``activations``, ``dropout``, ``attention``, ``loss``, ``adamw``).  Every
+``*_forward`` returns ``(out, cache)``; the matching ``*_backward`` takes the
+upstream gradient and that cache and returns the gradients of the inputs and
 parameters.  The functions work on NumPy and CuPy arrays alike: the array
 module is read off the inputs with ``get_array_module``.
 
-This package is the definition of the math.  It has no fast path and
-imports nothing from ``minibert.accel``; the accelerated kernels there are
-tested against these functions, and ``minibert.dispatch`` chooses between
-the two.
+This package is the definition of the math, and one of the three sets of
+ops a model can run (``minibert.kernels``): ``minibert.accel.cpu`` and
+``minibert.accel.cuda`` define the same names, faster, and are tested
+against these.  Nothing here imports them.
 
 Shapes use B (batch), T (sequence length), H (hidden size), A (heads),
 D = H / A (head size), I (intermediate size), V (vocabulary), N (rows).
 """
 from .activations import (GeluCache, gelu_backward, gelu_forward, softmax_backward, softmax_forward,
                           tanh_backward, tanh_forward)
+from .adamw import adamw_update
 from .attention import (AttentionCache, attention_backward, attention_forward, attention_mask_bias,
                         merge_heads, split_heads)
 from .common import get_array_module
-from .dropout import dropout_backward, dropout_forward
+from .dropout import dropout_backward, dropout_forward, uniform
 from .embedding import embedding_backward, embedding_forward
 from .layernorm import LayerNormCache, layernorm_backward, layernorm_forward
 from .linear import half_matmul, linear_backward, linear_forward
 from .loss import CrossEntropyCache, softmax_cross_entropy_backward, softmax_cross_entropy_forward
 
-__all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache",
-           "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
-           "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
-           "get_array_module", "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward",
-           "linear_forward", "merge_heads", "softmax_backward", "softmax_cross_entropy_backward",
-           "softmax_cross_entropy_forward", "softmax_forward", "split_heads", "tanh_backward", "tanh_forward"]
+# what every set of ops defines (the model calls nothing else)
+OPS = ("linear_forward", "linear_backward", "half_matmul", "embedding_forward", "embedding_backward",
+       "layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward", "tanh_forward",
+       "tanh_backward", "softmax_forward", "softmax_backward", "dropout_forward", "dropout_backward",
+       "uniform", "attention_mask_bias", "attention_forward", "attention_backward", "split_heads",
+       "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update")
+
+__all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "get_array_module",
+           *OPS]

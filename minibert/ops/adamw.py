@@ -1,7 +1,7 @@
 """AdamW's update rule on flat buffers: the reference the fused kernels of ``accel`` repeat.
 
 ``minibert.optim.AdamW`` holds the state and the settings and calls this
-(through ``minibert.dispatch``) once per step.
+(or the fused kernel of the model's set of ops) once per step.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
     to the first ``n_decay`` entries (the weights; biases and LayerNorm are not
     decayed).  With m_hat = m / (1 - b1^t) and v_hat = v / (1 - b2^t):
         p <- p * decay - lr * m_hat / (sqrt(v_hat) + eps)
-    On the CPU (float32) and the GPU, ``minibert.dispatch`` runs a fused
-    version of these same lines (``accel/cpu/adamw.py``, ``accel/cuda/``).
+    The fast sets of ops run a fused version of these same lines
+    (``accel/cpu/adamw.py``, ``accel/cuda/``).
     """
     xp = get_array_module(p)
     p[:n_decay] *= decay                         # decoupled weight decay, weights only

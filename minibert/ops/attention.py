@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .activations import softmax_backward, softmax_forward
-from .common import get_array_module, require
+from .common import require
 from .dropout import dropout_backward, dropout_forward
 
 
@@ -21,23 +21,9 @@ class AttentionCache(NamedTuple):
     v: object            # (B, A, T, D)
     probs: object        # (B, A, T, T) softmax of the scores
     probs_d: object      # probs after dropout (probs itself without dropout)
-    drop_mask: object    # None, or (B, A, T, T): nonzero where dropout kept a probability (see below)
-    drop_scale: float    # 1 / (1 - p), what a kept probability was multiplied by
+    drop_mask: object    # None, or (B, A, T, T): 0 or 1/(1-p) per probability (dropout's own mask)
     scale: float         # 1 / sqrt(D)
     dead: object         # (B,) bool: sequences whose every key is masked, or None
-
-
-def dropout_multipliers(cache: AttentionCache):
-    """The dropout mask as ``dropout_forward`` makes it: 0 or 1/(1-p) per probability, or None.
-
-    The reference keeps the mask in that form.  A GPU kernel may keep it as
-    one byte per entry instead (0 = dropped, 1 = kept: a quarter of the
-    memory); this turns either into the multipliers.
-    """
-    m = cache.drop_mask
-    if m is None or m.dtype == cache.probs.dtype:
-        return m
-    return m.astype(cache.probs.dtype) * cache.probs.dtype.type(cache.drop_scale)
 
 
 def attention_mask_bias(attention_mask, dtype):
@@ -85,15 +71,11 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     probs, _ = softmax_forward(scores, axis=-1)
     probs_d, mask = dropout_forward(probs, dropout_p, rng, train)
     out = probs_d @ v
-    drop_scale = 1.0 / (1.0 - dropout_p) if mask is not None else 1.0
-    return out, AttentionCache(q, k, v, probs, probs_d, mask, drop_scale, scale, dead_sequences(mask_bias))
+    return out, AttentionCache(q, k, v, probs, probs_d, mask, scale, dead_sequences(mask_bias))
 
 
-def attention_backward(dout, cache, out=None):
+def attention_backward(dout, cache):
     """dout: (B, A, T, D)  ->  dq, dk, dv: (B, A, T, D).
-
-    ``out``, optional: a (3, B, A, T, D) array that receives dq, dk and dv
-    (they are then views of it), so a caller that wants them stacked saves a copy.
 
         dv = P'^T dout;  dP' = dout v^T;  dS = softmax'(dropout'(dP')) / sqrt(D)
         dq = dS k;       dk = dS^T q
@@ -108,17 +90,13 @@ def attention_backward(dout, cache, out=None):
     differences do not see.)
     """
     q, k, v = cache.q, cache.k, cache.v
-    xp = get_array_module(dout)
-    if out is None:
-        out = xp.empty((3,) + q.shape, dtype=q.dtype)
-    dq, dk, dv = out
-    xp.matmul(cache.probs_d.swapaxes(-1, -2), dout, out=dv)
-    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_multipliers(cache))
+    dv = cache.probs_d.swapaxes(-1, -2) @ dout
+    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), cache.drop_mask)
     dscores = softmax_backward(dprobs, (cache.probs, -1)) * cache.scale
     if cache.dead is not None:
         dscores[cache.dead] = 0
-    xp.matmul(dscores, k, out=dq)
-    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+    dq = dscores @ k
+    dk = dscores.swapaxes(-1, -2) @ q
     return dq, dk, dv
 
 

@@ -25,3 +25,8 @@ def dropout_backward(dout, cache):
     """The same mask again: dropped entries pass no gradient, kept ones are scaled alike."""
     mask = cache
     return dout if mask is None else dout * mask
+
+
+def uniform(gen, shape, dtype):
+    """``shape`` uniform numbers in [0, 1) of ``dtype`` from a NumPy generator: dropout's draws."""
+    return gen.random(shape, dtype=dtype)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import scatter_add_rows
 from .common import get_array_module, require
 
 
@@ -19,17 +18,17 @@ def embedding_forward(ids, W):
     return W[ids], (ids, W.shape)
 
 
-def embedding_backward(dout, cache, padding_idx=None, out=None):
+def embedding_backward(dout, cache, padding_idx=None):
     """dW[v] = sum of dout over every position whose id is v.
 
     dout: (B, T, H)  ->  dW: (V, H).  The row ``padding_idx`` (BERT's
     ``[PAD]``) gets no gradient, as with PyTorch's ``nn.Embedding``.
-    ``out``: a (V, H) array to add the sums into instead of a new array of
-    zeros (the model's gradient buffer, which may already hold the tied MLM
-    decoder's share; its ``padding_idx`` row is left as it is).
     """
     ids, shape = cache
     xp = get_array_module(dout)
-    dW = xp.zeros(shape, dtype=dout.dtype) if out is None else out
-    scatter_add_rows(xp, dW, ids.reshape(-1), dout.reshape(-1, shape[1]), skip=padding_idx)
+    dW = xp.zeros(shape, dtype=dout.dtype)
+    # add.at sums repeated ids (dW[ids] += dout would keep only one of them)
+    xp.add.at(dW, ids.reshape(-1), dout.reshape(-1, shape[1]))
+    if padding_idx is not None:
+        dW[padding_idx] = 0
     return dW

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import get_array_module, require
+from .common import require
 
 
 def check_linear(x, W, b) -> None:
@@ -22,7 +22,7 @@ def to_half(a):
         return a.astype(np.float16)
 
 
-def linear_forward(x, W, b, matmul=None):
+def linear_forward(x, W, b):
     """y = x W^T + b, with W in PyTorch's [out, in] layout.
 
     x: (..., in); W: (out, in); b: (out,)  ->  y: (..., out); cache (x, W)
@@ -33,23 +33,20 @@ def linear_forward(x, W, b, matmul=None):
     A float16 ``W`` (mixed precision, see ``half_matmul``) makes the product
     a half-precision one: x is rounded to float16 and kept so for the
     backward, and y comes back in b's dtype (float32).
-
-    ``matmul``: the (N, K) x (K, M) product to use for float16 operands
-    (default: ``half_matmul``).
     """
     check_linear(x, W, b)
     out_shape = x.shape[:-1] + (W.shape[0],)
     if W.dtype == np.float16:
         x16 = to_half(x)
         # float16 + float32 promotes to float32: the widening and the bias add are one pass
-        y = (matmul or half_matmul)(x16.reshape(-1, x.shape[-1]), W.T) + b
+        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
         return y.reshape(out_shape), (x16, W)
     y = x.reshape(-1, x.shape[-1]) @ W.T
     y += b
     return y.reshape(out_shape), (x, W)
 
 
-def linear_backward(dy, cache, matmul=None):
+def linear_backward(dy, cache):
     """dy: (..., out)  ->  dx (..., in), dW (out, in), db (out,).
 
     With x flattened to (N, in):  dx = dy W,  dW = dy^T x,  db = sum_n dy.
@@ -60,10 +57,9 @@ def linear_backward(dy, cache, matmul=None):
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
     if W.dtype == np.float16:
-        mm = matmul or half_matmul
         dy16 = to_half(dy2)
-        dx = mm(dy16, W).astype(dy.dtype).reshape(x.shape)
-        dW = mm(dy16.T, x2).astype(dy.dtype)
+        dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
+        dW = half_matmul(dy16.T, x2).astype(dy.dtype)
         return dx, dW, dy2.sum(axis=0)
     dx = (dy2 @ W).reshape(x.shape)
     dW = dy2.T @ x2
@@ -71,23 +67,19 @@ def linear_backward(dy, cache, matmul=None):
     return dx, dW, db
 
 
-def half_matmul(a, b, matmul=None):
+def half_matmul(a, b):
     """a @ b for float16 matrices: products summed in float32, the result rounded to float16.
 
     a: (N, K) float16; b: (K, M) float16  ->  (N, M) float16
 
-    That is what a GPU does with CuPy's float16 matmul (cuBLAS, tensor
-    cores, float32 accumulation), and why mixed precision is fast there.
-    NumPy has no fast float16 product, so on the CPU the operands are widened
-    to float32 (exactly: every float16 is a float32), multiplied by BLAS,
+    That is what a GPU's float16 product does (tensor cores, float32
+    accumulation), and why mixed precision is fast there.  Here the operands
+    are widened to float32 (exactly: every float16 is a float32), multiplied,
     and the result rounded back: the same numbers up to the order of the
-    float32 sums, but slower than float32 (the conversions are extra passes).
-    ``matmul``: the float32 product to use on the CPU (default ``np.matmul``).
+    float32 sums.  (The GPU's kernels in ``accel/cuda`` use its own float16
+    product instead.)
     """
-    xp = get_array_module(a)
-    if xp is not np:
-        return xp.matmul(a, b)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     # an overflow gives inf (and inf * 0 NaN): loss scaling looks for them
     with np.errstate(over="ignore", invalid="ignore"):
-        return (matmul or np.matmul)(a32, b32).astype(np.float16)
+        return (a32 @ b32).astype(np.float16)

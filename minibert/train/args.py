@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backend import get_xp, resolve_dtype
+from ..kernels import KERNELS
 from ..checks import is_int
 from ..config import PRESETS, BertConfig
 from ..wordpiece_trainer import check_vocab_size_option
@@ -36,6 +37,7 @@ class TrainArgs:
     device: str = "cpu"
     dtype: str = "float32"
     mixed_precision: bool = False      # float16 products, float32 master weights, dynamic loss scaling
+    kernels: str = "fast"              # the accelerated kernels; "reference": minibert/ops alone
     seed: int = 0
     out: str = "runs/minibert"
     resume: bool = False
@@ -113,6 +115,8 @@ def check_args(a: TrainArgs, probe_out: bool = True) -> BertConfig:
                          f"max_position_embeddings={config.max_position_embeddings}, got {a.seq_len}")
     get_xp(a.device)  # a clear error now if CuPy or the GPU is missing
     resolve_dtype(a.dtype)
+    if a.kernels not in KERNELS:
+        raise ValueError(f"--kernels must be one of {list(KERNELS)}, got {a.kernels!r}")
     if a.mixed_precision and resolve_dtype(a.dtype) != np.float32:
         raise ValueError(f"--mixed-precision keeps float32 master weights: it needs --dtype float32, "
                          f"got {a.dtype}")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import accel
 from . import dist
 from ..checkpoint import checkpoint_step, latest_checkpoint, remove_partial_checkpoints
 from ..config import BertConfig
@@ -115,7 +114,6 @@ class Run:
 
 def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_record) -> RunResult:
     """``pretrain`` once the folder is checked and locked: set-up, the loop, the end."""
-    accel.enable()   # the accelerated kernels: the same math, faster (MINIBERT_FAST=0: the reference)
     dist.use_device(comm, a.device)
     run = _set_up(a, config, out, checkpoint, comm, log)
     run.metrics = comm.on_root(lambda: open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record)) \
@@ -243,7 +241,7 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) 
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
     model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
-                               mixed_precision=a.mixed_precision)
+                               mixed_precision=a.mixed_precision, kernels=a.kernels)
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
     scaler = LossScaler() if a.mixed_precision else None
     identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())

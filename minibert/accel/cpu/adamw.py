@@ -7,7 +7,7 @@ from ..pool import for_rows
 
 
 def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
-    """``optim.adamw_update`` on flat float32 buffers: each block read once, every pass in cache.
+    """``ops.adamw_update`` on flat float32 buffers: each block read once, every pass in cache.
 
     The reference makes about fourteen passes over buffers as large as the
     model (45 MB each for ``mini``), each one through main memory.  Here each

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ...ops.attention import AttentionCache, check_attention, dead_sequences, dropout_multipliers
+from ...ops.attention import AttentionCache, check_attention, dead_sequences
 from ..blas import matmul
 from ..pool import for_rows
 
@@ -95,19 +95,13 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     probs, probs_d, mask = attention_probs(matmul(q, k.swapaxes(-1, -2)), scale, mask_bias, dropout_p,
                                            rng, train)
     out = matmul(probs_d, v)
-    drop_scale = 1.0 / (1.0 - dropout_p) if mask is not None else 1.0
-    return out, AttentionCache(q, k, v, probs, probs_d, mask, drop_scale, scale, dead_sequences(mask_bias))
+    return out, AttentionCache(q, k, v, probs, probs_d, mask, scale, dead_sequences(mask_bias))
 
 
-def attention_backward(dout, cache, out=None):
+def attention_backward(dout, cache):
     """``ops.attention_backward`` for float32: dropout and softmax backward in one pass per row block."""
     q, k, v = cache.q, cache.k, cache.v
-    if out is None:
-        out = np.empty((3,) + q.shape, dtype=q.dtype)
-    dq, dk, dv = out
-    matmul(cache.probs_d.swapaxes(-1, -2), dout, out=dv)
-    dscores = attention_dscores(matmul(dout, v.swapaxes(-1, -2)), cache.probs, dropout_multipliers(cache),
+    dv = matmul(cache.probs_d.swapaxes(-1, -2), dout)
+    dscores = attention_dscores(matmul(dout, v.swapaxes(-1, -2)), cache.probs, cache.drop_mask,
                                 cache.scale, cache.dead)
-    matmul(dscores, k, out=dq)
-    matmul(dscores.swapaxes(-1, -2), q, out=dk)
-    return dq, dk, dv
+    return matmul(dscores, k), matmul(dscores.swapaxes(-1, -2), q), dv

@@ -128,6 +128,8 @@ def dropout_backward(dout, cache):
     """``ops.dropout_backward`` for float32: dout * mask, blocked and threaded."""
     if cache is None:
         return dout
+    if dout.shape != cache.shape:      # a broadcast: NumPy's own product
+        return dout * cache
     return multiply(dout, cache)
 
 

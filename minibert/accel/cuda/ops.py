@@ -22,27 +22,64 @@ and by the number of kernel launches, so each formula here is one kernel:
 ====================  ==============================================================
 
 Each kernel repeats its formula with the same operations (the reductions
-sum in a different order) and returns the reference's cache type.
+sum in a different order).  Arrays the kernels do not take (not
+C-contiguous, or of another dtype than float32 and float64) go to the
+reference op, whose cache the kernels' backward also reads, except in
+attention: its inputs are made contiguous, and its cache is its own (the
+dropout mask as one byte per entry).
 ``tests/test_accel.py`` checks every one against the reference, on a GPU
 or, without one, compiled for the CPU by ``tests/cuda_on_cpu.py``.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from ... import ops as ref
 from ...ops.activations import GeluCache
-from ...ops.attention import AttentionCache, check_attention, dead_sequences
+from ...ops.attention import check_attention, dead_sequences
 from ...ops.common import get_array_module
 from ...ops.layernorm import LayerNormCache, check_layernorm
+from ...ops.linear import check_linear, to_half
 from . import kernels, source
+from .kernels import applies
+
+
+# --------------------------------------------------------------------------- linear
+def half_matmul(a, b):
+    """``ops.half_matmul`` by cuBLAS itself: float16 operands, float32 sums (tensor cores)."""
+    return a @ b
+
+
+def linear_forward(x, W, b):
+    """``ops.linear_forward``, with the GPU's own float16 product in mixed precision."""
+    if W.dtype != np.float16:
+        return ref.linear_forward(x, W, b)
+    check_linear(x, W, b)
+    x16 = to_half(x)
+    y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
+    return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
+
+
+def linear_backward(dy, cache):
+    """``ops.linear_backward``, with the GPU's own float16 product in mixed precision."""
+    x, W = cache
+    if W.dtype != np.float16:
+        return ref.linear_backward(dy, cache)
+    dy2 = to_half(dy.reshape(-1, dy.shape[-1]))
+    dx = half_matmul(dy2, W).astype(dy.dtype).reshape(x.shape)
+    dW = half_matmul(dy2.T, x.reshape(-1, x.shape[-1])).astype(dy.dtype)
+    return dx, dW, dy.reshape(-1, dy.shape[-1]).sum(axis=0)
 
 
 # ------------------------------------------------------------------------ layernorm
 def layernorm_forward(x, gamma, beta, eps):
     import cupy
     check_layernorm(x, gamma, beta)
+    if not applies(x, gamma, beta):
+        return ref.layernorm_forward(x, gamma, beta, eps)
     H = x.shape[-1]
     rows = x.size // H
     y, xhat = cupy.empty_like(x), cupy.empty_like(x)
@@ -57,6 +94,8 @@ def layernorm_forward(x, gamma, beta, eps):
 def layernorm_backward(dy, cache):
     import cupy
     xhat, rstd, gamma = cache
+    if not applies(dy, xhat, rstd, gamma):
+        return ref.layernorm_backward(dy, cache)
     H = dy.shape[-1]
     rows = dy.size // H
     dx = cupy.empty_like(dy)
@@ -71,6 +110,8 @@ def layernorm_backward(dy, cache):
 
 # ----------------------------------------------------------------------------- gelu
 def gelu_forward(x, approximate="none"):
+    if not applies(x):
+        return ref.gelu_forward(x, approximate)
     k = kernels.elementwise()
     if approximate == "none":
         y, cdf = k["gelu_fwd"](x)
@@ -83,24 +124,42 @@ def gelu_forward(x, approximate="none"):
 
 def gelu_backward(dy, cache):
     x, cdf, t = cache
+    if not applies(dy, x, cdf if t is None else t):
+        return ref.gelu_backward(dy, cache)
     k = kernels.elementwise()
     return k["gelu_bwd"](dy, x, cdf) if t is None else k["gelu_tanh_bwd"](dy, x, t)
 
 
 # -------------------------------------------------------------------------- dropout
 def dropout_forward(x, p, rng, train):
-    if not train or p == 0.0:
-        return x, None
+    if not train or p == 0.0 or not applies(x):
+        return ref.dropout_forward(x, p, rng, train)
     u = rng(x.shape)
     t = x.dtype.type
     return kernels.elementwise()["dropout_fwd"](x, u, t(p), t(1.0 / (1.0 - p)))
 
 
 # ------------------------------------------------------------------------ attention
+class AttentionCache(NamedTuple):
+    """The CUDA kernels' own attention cache: ``ops.AttentionCache`` with the dropout mask as bytes."""
+    q: object            # (B, A, T, D)
+    k: object
+    v: object
+    probs: object        # (B, A, T, T) softmax of the scores
+    probs_d: object      # probs after dropout (probs itself without dropout)
+    keep: object         # None, or (B, A, T, T) uint8: 1 where dropout kept a probability (a quarter
+                         # of the memory of the reference's multipliers)
+    inv_keep: float      # 1 / (1 - p), what a kept probability was multiplied by
+    scale: float         # 1 / sqrt(D)
+    dead: object         # (B,) bool: sequences whose every key is masked, or None
+
+
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     """``ops.attention_forward``: the products by cuBLAS, scale, mask, softmax and dropout in one
-    kernel per score row.  The dropout mask is kept as one byte per entry (0 dropped, 1 kept)."""
+    kernel per score row."""
     check_attention(q, k, v)
+    xp = get_array_module(q)
+    q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1])
     probs, probs_d, keep, inv_keep = attention_probs(q @ k.swapaxes(-1, -2), scale, mask_bias,
                                                      dropout_p, rng, train)
@@ -108,22 +167,13 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_sequences(mask_bias))
 
 
-def attention_backward(dout, cache, out=None):
+def attention_backward(dout, cache):
     """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
     q, k, v = cache.q, cache.k, cache.v
-    xp = get_array_module(dout)
-    if out is None:
-        out = xp.empty((3,) + q.shape, dtype=q.dtype)
-    dq, dk, dv = out
-    xp.matmul(cache.probs_d.swapaxes(-1, -2), dout, out=dv)
-    keep = cache.drop_mask
-    if keep is not None and keep.dtype != np.uint8:     # a reference cache: multipliers 0 or 1/(1-p)
-        keep = (keep != 0).astype(np.uint8)
-    dscores = attention_dscores(dout @ v.swapaxes(-1, -2), cache.probs, keep, cache.drop_scale,
+    dv = cache.probs_d.swapaxes(-1, -2) @ dout
+    dscores = attention_dscores(dout @ v.swapaxes(-1, -2), cache.probs, cache.keep, cache.inv_keep,
                                 cache.scale, cache.dead)
-    xp.matmul(dscores, k, out=dq)
-    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
-    return dq, dk, dv
+    return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
 
 
 def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
@@ -177,7 +227,9 @@ def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
 
 # ---------------------------------------------------------------------------- AdamW
 def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
-    """``optim.adamw_update`` as one elementwise kernel over the flat buffers."""
+    """``ops.adamw_update`` as one elementwise kernel over the flat buffers."""
+    if not applies(p, g, m, v):
+        return ref.adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay)
     t = p.dtype.type
     kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), t(step_size), t(root_c2),
                                    t(eps), t(decay), np.int64(n_decay), p, m, v)
