@@ -327,6 +327,8 @@ def source_file(name: str, source: str = "stubs") -> Path:
     path = Path(source)
     if path.is_dir():
         path = path / f"{name}.py"
+        if path.is_dir():
+            raise LoadError(f"{path} is a folder, not a file", hint=f"put your code in a file named {name}.py")
         if not path.is_file():
             raise LoadError(f"no such file: {path}",
                             hint=f"--path DIR reads DIR/{name}.py: name your file {name}.py, "

@@ -124,3 +124,17 @@ def test_a_second_ctrl_c_to_one_rank_changes_nothing(tmp_path, rank):
     assert proc.returncode == 0, stdout + stderr
     assert "BAD TERMINATION" not in stdout + stderr
     assert len(re.findall(r"SIGINT received: saved \S+ at step \d+", stdout)) == 1, stdout
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_thread_count_set_on_one_rank_only_neither_hangs_nor_differs(corpus_file, tmp_path, which):
+    # use_device counted the ranks of a node (a collective) only where MINIBERT_NUM_THREADS was
+    # unset: a rank with it set skipped the collective and the job waited forever
+    out = tmp_path / "run"
+    one = [sys.executable, "-m", "mpi4py", "-m", "minibert", "pretrain", "--corpus", str(corpus_file),
+           "--vocab-size", "400", *SMALL, "--out", str(out)]
+    ranks = [[*one], ["env", "MINIBERT_NUM_THREADS=1", *one]][::1 if which == 1 else -1]
+    cmd = [str(MPIEXEC), "-n", "1", *ranks[0], ":", "-n", "1", *ranks[1]]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [r["step"] for r in records(out) if r["kind"] == "train"] == [1, 2, 3, 4]

@@ -226,8 +226,40 @@ def test_a_log_on_a_full_disk_stops_the_run_with_a_line_that_says_so(corpus_file
     with open("/dev/full", "w") as full:     # unbuffered: the first line of the set-up meets it
         done = subprocess.run(command(corpus_file, out, "--no-progress"), stdout=full, stderr=subprocess.PIPE,
                               text=True, env=dict(env(), PYTHONUNBUFFERED="1"), timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr        # a full disk is a failure, not a stop on purpose
     assert done.stderr.splitlines()[-1] == (f"minibert pretrain: stdout could not be written (No space left on "
                                             f"device): saved a checkpoint at step 1 in {out}; continue with "
                                             f"--resume"), done.stderr
     assert checkpoint_step(latest_checkpoint(out)) == 1
+
+
+def test_a_run_whose_output_all_goes_to_a_full_disk_fails(corpus_file, tmp_path):
+    # stdout and stderr both on a full disk: the run stopped after its first step, said so nowhere,
+    # and exited 0, so a script took it for a finished run
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    out = tmp_path / "run"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(command(corpus_file, out, "--no-progress"), stdout=full, stderr=full,
+                              env=dict(env(), PYTHONUNBUFFERED="1"), timeout=120)
+    assert done.returncode == 1
+    assert checkpoint_step(latest_checkpoint(out)) == 1      # saved all the same
+
+
+def test_an_interrupted_demo_says_it_stopped_and_fails(tmp_path):
+    # it printed the untrained model's held-out numbers as the demo's results, named a model folder
+    # that was never written, advised a --resume the demo does not have, and exited 0
+    out = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "minibert", "demo", "--steps", "100000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    try:
+        wait_for_steps(out, proc, n=2, timeout=240)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("the demo stopped at step ") and "of 100000 (SIGTERM)" in last, stdout
+    assert "run it again to start it over" in last
+    assert "--resume" not in stdout + stderr and "held-out after" not in stdout and "Traceback" not in stderr

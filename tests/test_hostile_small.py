@@ -1,6 +1,10 @@
 """Smaller hostile cases: train-tokenizer's note and its --out, fill-mask on long text and large
 vocabularies, --vocab naming a folder, forward() without input_ids, --stop-at behind a checkpoint."""
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +18,19 @@ from minibert.vocab import bert_special_layout
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path_factory.getbasetemp() / "small-cache"))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tiny_model_dir(tmp_path) -> Path:
+    """A copy of a small model folder (config.json, model.safetensors, vocab.txt) to spoil at will."""
+    vocab = bert_special_layout() + ["the", ".", "cat"]
+    folder = tmp_path / "model"
+    config = mb.BertConfig.from_preset("tiny", vocab_size=len(vocab), max_position_embeddings=64)
+    mb.BertForPreTraining(config, seed=3).save_pretrained(folder)
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in vocab))
+    return folder
 
 
 def run(argv, capsys):
@@ -140,3 +157,36 @@ def test_fill_mask_checks_top_k_and_text_and_names_a_lowercase_mask(wide_model):
         fill_mask(model, tokenizer, None)
     with pytest.raises(ValueError, match=r"\(in capitals: \[mask\] is read as a word\)$"):
         fill_mask(model, tokenizer, "the [mask] .")
+
+
+def test_fill_mask_to_a_full_disk_fails_as_echo_does(tmp_path, capsys):
+    # its predictions were lost without a word, and it exited 0; a reader that went away stays quiet
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    model = _tiny_model_dir(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "minibert", "fill-mask", str(model), "the [MASK] ."],
+                              stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "minibert fill-mask: error: stdout could not be written (No space left on device): its output is lost"]
+    gone = subprocess.run(f"{sys.executable} -m minibert fill-mask {model} 'the [MASK] .' | head -c 0",
+                          shell=True, capture_output=True, text=True, cwd=ROOT)
+    assert gone.returncode == 0 and gone.stderr == ""
+
+
+def test_a_folder_where_a_file_belongs_is_called_a_folder(tmp_path):
+    # "vocab.txt not found" and "no such file: DIR/gelu.py", of paths that exist as folders
+    model = _tiny_model_dir(tmp_path)
+    (model / "vocab.txt").unlink()
+    (model / "vocab.txt").mkdir()
+    done = subprocess.run([sys.executable, "-m", "minibert", "fill-mask", str(model), "the [MASK] ."],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"minibert fill-mask: error: {model / 'vocab.txt'} is a folder, not a file: "
+                                   f"fill-mask needs the model's vocabulary beside it")
+    (tmp_path / "ex" / "gelu.py").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "exercises", "check", "gelu", "--path", str(tmp_path / "ex")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1
+    assert f"{tmp_path / 'ex' / 'gelu.py'} is a folder, not a file" in done.stdout

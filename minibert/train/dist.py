@@ -284,11 +284,12 @@ def use_device(comm, device: str) -> None:
     from threadpoolctl import threadpool_limits
 
     from .. import accel
+    ranks_here = local_rank(comm)[1]    # a collective: every rank calls it, whatever its environment says
     if not os.environ.get("MINIBERT_NUM_THREADS", "").strip():
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:      # not Linux (macOS, Windows): every core of the machine
             cores = os.cpu_count() or 1
-        accel.set_num_threads(max(1, cores // local_rank(comm)[1]))
+        accel.set_num_threads(max(1, cores // ranks_here))
     # BLAS outside the kernels' blocks gets as many threads as the kernels, not every core
     threadpool_limits(accel.num_threads(), user_api="blas")

@@ -27,6 +27,14 @@ def honoured(sig) -> bool:
     return not (sig == getattr(signal, "SIGHUP", None) and signal.getsignal(sig) == signal.SIG_IGN)
 
 
+_requested = None     # the stop signal the last StopSignal received, for the command line after it
+
+
+def stop_requested():
+    """The name of the signal that stopped the last run (it saved, and is ending), or None."""
+    return _requested
+
+
 class StopSignal:
     """Turns the stop signals, and a lost stdout or stderr, into a request to save and stop after the current step."""
 
@@ -39,6 +47,8 @@ class StopSignal:
         return self.signal or output_lost()
 
     def __enter__(self):
+        global _requested
+        _requested = None
         for sig in STOP_SIGNALS:
             if not honoured(sig):
                 continue
@@ -49,7 +59,8 @@ class StopSignal:
         return self
 
     def _handle(self, signum, frame):
-        self.signal = signal.Signals(signum).name
+        global _requested
+        self.signal = _requested = signal.Signals(signum).name
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
