@@ -12,7 +12,7 @@ that says what happened.  The verdict and the exit status are this process's.
 Limits, per exercise: ``timeout`` seconds for the whole check (the worker is
 killed when they run out, and the report names the function and the line it
 was in), ``memory_mb`` of address space for the worker where the platform
-can set one, and the first ``OUTPUT_LIMIT`` bytes of the student's prints
+can set one, and the first ``output.OUTPUT_LIMIT`` bytes of the student's prints
 (the rest is read and dropped).  ``run_check`` on a module imported into this
 process still works, for self-checks in a notebook, but it is not a grade.
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .output import Output
 from .protocol import Decoder, Encoder, ProtocolError, read_frame, write_frame
 from .remote import MAX_MESSAGE, Outcome, RemoteModule, rebuild_exception
 
@@ -41,8 +42,6 @@ WORKER = [sys.executable, "-I", "-u", "-c",
           f"import sys; sys.path.insert(0, {str(HERE.parent)!r}); from exercises.worker import main; main()"]
 DEFAULT_TIMEOUT = 30.0        # s per exercise; each solution needs about 1 s at most on a slow laptop
 DEFAULT_MEMORY_MB = 2048      # the solutions need about 300 MB (most of it NumPy and SciPy)
-OUTPUT_LIMIT = 64 * 1024      # bytes of the student's prints kept
-SHOWN_LINES = 10
 
 HINT_TIMEOUT = ("a loop that never ends, or code far too slow: look at the loop at that line (a while "
                 "loop whose condition never changes?). A right solution needs well under a second")
@@ -71,51 +70,6 @@ class WorkerGone(BaseException):
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
         self.message, self.hint = message, hint
-
-
-# ------------------------------------------------------------------------------ the student's prints
-class Output:
-    """The worker's stderr (the student's prints), read as it comes: the first ``limit`` bytes kept."""
-
-    def __init__(self, stream, limit: int = OUTPUT_LIMIT):
-        self.head = bytearray()
-        self.total = self.newlines = 0
-        self.ends_line = True
-        self.limit = limit
-        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _drain(self, stream) -> None:
-        # read to the end whatever the size, so that a flood of prints never blocks the worker
-        while True:
-            try:
-                chunk = os.read(stream.fileno(), 1 << 16)
-            except (OSError, ValueError):
-                return
-            if not chunk:
-                return
-            if len(self.head) < self.limit:
-                self.head += chunk[:self.limit - len(self.head)]
-            self.total += len(chunk)
-            self.newlines += chunk.count(b"\n")
-            self.ends_line = chunk.endswith(b"\n")
-
-    def render(self, shown: int = SHOWN_LINES, width: int = 160) -> list[str]:
-        """The lines a report shows under its verdict: how much was printed, and the first lines."""
-        if not self.total:
-            return []
-        n = self.newlines + (not self.ends_line)
-        lines = self.head.decode("utf-8", "replace").splitlines()[:shown]
-        size = f"{self.total / 1e6:.1f} MB" if self.total >= 1e6 else f"{self.total} bytes"
-        out = [f"  your code printed {n} line{'s' * (n != 1)} ({size})"
-               + (f", the first {len(lines)} shown:" if n > len(lines) else ":")]
-        for line in lines:
-            line = line.translate(_CONTROL)
-            out.append(f"    | {line[:width]}" + (" ..." if len(line) > width else ""))
-        return out
-
-
-_CONTROL = {c: "?" for c in range(32) if c != 9}        # no terminal escapes from the student's prints
 
 
 # ------------------------------------------------------------------------------ the worker

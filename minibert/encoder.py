@@ -40,6 +40,22 @@ class Norm:
 
 
 @dataclass
+class Table:
+    """An embedding table (HF: ``..._embeddings.weight``) and its gradient."""
+    weight: object    # (rows, H)
+    dweight: object
+
+
+@dataclass
+class EmbeddingWeights:
+    """The embeddings by role; the Hugging Face names below ``(bert.)embeddings.``."""
+    word: Table        # word_embeddings (V, H); the MLM decoder reuses it (tied)
+    position: Table    # position_embeddings (max_position, H)
+    segment: Table     # token_type_embeddings (type_vocab, H)
+    norm: Norm         # LayerNorm
+
+
+@dataclass
 class LayerWeights:
     """The weights of one layer by role; the Hugging Face names below ``encoder.layer.<i>.``."""
     qkv: Linear        # attention.self.{query,key,value}: three (H, H) stacked, one (3H, H) product
@@ -76,26 +92,54 @@ def layer_specs(prefix, H, I):
             + layernorm_specs(prefix + "output.LayerNorm", H))
 
 
+def linear_weights(store, name, half=False) -> Linear:
+    """The ``Linear`` named ``name`` (``name.weight``, ``name.bias``): views into ``store``, made once."""
+    matrices = store.halves if half else store.params
+    return Linear(matrices[name + ".weight"], store.params[name + ".bias"],
+                  store.grads[name + ".weight"], store.grads[name + ".bias"])
+
+
+def norm_weights(store, name) -> Norm:
+    return Norm(store.params[name + ".weight"], store.params[name + ".bias"],
+                store.grads[name + ".weight"], store.grads[name + ".bias"])
+
+
 def layer_weights(store, prefix, half=False) -> LayerWeights:
     """The ``LayerWeights`` of the layer named ``prefix``: views into ``store``, made once."""
-    matrices = store.halves if half else store.params
-
-    def linear(name):
-        return Linear(matrices[name + ".weight"], store.params[name + ".bias"],
-                      store.grads[name + ".weight"], store.grads[name + ".bias"])
-
-    def norm(name):
-        return Norm(store.params[name + ".weight"], store.params[name + ".bias"],
-                    store.grads[name + ".weight"], store.grads[name + ".bias"])
-
     qkv = [f"{prefix}attention.self.{n}" for n in QKV]
     weights, biases = [n + ".weight" for n in qkv], [n + ".bias" for n in qkv]
     return LayerWeights(
         qkv=Linear(store.fused(weights, "half" if half else "data"), store.fused(biases),
                    store.fused(weights, "grad"), store.fused(biases, "grad")),
-        attn_out=linear(prefix + "attention.output.dense"), ln1=norm(prefix + "attention.output.LayerNorm"),
-        ffn_in=linear(prefix + "intermediate.dense"), ffn_out=linear(prefix + "output.dense"),
-        ln2=norm(prefix + "output.LayerNorm"))
+        attn_out=linear_weights(store, prefix + "attention.output.dense", half),
+        ln1=norm_weights(store, prefix + "attention.output.LayerNorm"),
+        ffn_in=linear_weights(store, prefix + "intermediate.dense", half),
+        ffn_out=linear_weights(store, prefix + "output.dense", half),
+        ln2=norm_weights(store, prefix + "output.LayerNorm"))
+
+
+def embedding_weights(store, prefix) -> EmbeddingWeights:
+    def table(name):
+        return Table(store.params[prefix + name + ".weight"], store.grads[prefix + name + ".weight"])
+    return EmbeddingWeights(word=table("word_embeddings"), position=table("position_embeddings"),
+                            segment=table("token_type_embeddings"), norm=norm_weights(store, prefix + "LayerNorm"))
+
+
+# ------------------------------------------------------------------- backward helpers
+def backward_linear(ops, d, cache, w: Linear, add):
+    """A linear layer's backward: returns dx; dW and db are added to ``w``'s gradient buffers."""
+    dx, dW, db = ops.linear_backward(d, cache)
+    add(w.dweight, dW)
+    add(w.dbias, db)
+    return dx
+
+
+def backward_norm(ops, d, cache, w: Norm, add):
+    """A LayerNorm's backward: returns dx; dgamma and dbeta are added to ``w``'s gradient buffers."""
+    dx, dg, db = ops.layernorm_backward(d, cache)
+    add(w.dgamma, dg)
+    add(w.dbeta, db)
+    return dx
 
 
 # ------------------------------------------------------------------------ embeddings
@@ -108,36 +152,26 @@ def embeddings_specs(prefix, config):
             *layernorm_specs(prefix + "LayerNorm", H)]
 
 
-def embeddings_forward(ops, ids, types, P, prefix, config, uniform, train, caches):
-    """ids, types: (B, T) int  ->  (B, T, H): word + position + segment, then LayerNorm and dropout.
-
-    P: the parameters by name, ``prefix`` that of the embeddings' names; ``caches`` gets what the
-    backward needs.
-    """
+def embeddings_forward(ops, ids, types, w: EmbeddingWeights, config, uniform, train):
+    """ids, types: (B, T) int  ->  (B, T, H): word + position + segment, then LayerNorm and dropout; cache."""
     T = ids.shape[1]
-    x_word, caches["word"] = ops.embedding_forward(ids, P[prefix + "word_embeddings.weight"])
-    x = x_word + P[prefix + "position_embeddings.weight"][:T] + P[prefix + "token_type_embeddings.weight"][types]
-    x, caches["emb_ln"] = ops.layernorm_forward(x, P[prefix + "LayerNorm.weight"], P[prefix + "LayerNorm.bias"],
-                                                config.layer_norm_eps)
-    caches["types"] = types
-    x, caches["emb_drop"] = ops.dropout_forward(x, config.hidden_dropout_prob, uniform, train)
-    return x
+    c = {"types": types}
+    x_word, c["word"] = ops.embedding_forward(ids, w.word.weight)
+    x = x_word + w.position.weight[:T] + w.segment.weight[types]
+    x, c["ln"] = ops.layernorm_forward(x, w.norm.gamma, w.norm.beta, config.layer_norm_eps)
+    x, c["drop"] = ops.dropout_forward(x, config.hidden_dropout_prob, uniform, train)
+    return x, c
 
 
-def embeddings_backward(ops, dx, caches, prefix, config, add):
-    """dx: (B, T, H) -> the gradients of the three tables and the LayerNorm, added with ``add(name, g)``
-    (the word embedding's buffer may already hold the tied MLM decoder's share)."""
-    dx = ops.dropout_backward(dx, caches["emb_drop"])
-    dx, dg, db = ops.layernorm_backward(dx, caches["emb_ln"])
-    add(prefix + "LayerNorm.weight", dg)
-    add(prefix + "LayerNorm.bias", db)
+def embeddings_backward(ops, dx, c, w: EmbeddingWeights, config, add):
+    """dx: (B, T, H) -> the gradients of the three tables and the LayerNorm, added with ``add(buffer, g)``
+    (the word table's buffer also takes the tied MLM decoder's share)."""
+    dx = backward_norm(ops, ops.dropout_backward(dx, c["drop"]), c["ln"], w.norm, add)
     # the position embedding of position t receives the gradient of every sequence at t: (T, H),
     # the first T rows of the table's gradient
-    add(prefix + "position_embeddings.weight", dx.sum(axis=0))
-    add(prefix + "token_type_embeddings.weight",
-        ops.embedding_backward(dx, (caches["types"], (config.type_vocab_size, config.hidden_size))))
-    add(prefix + "word_embeddings.weight",
-        ops.embedding_backward(dx, caches["word"], padding_idx=config.pad_token_id))
+    add(w.position.dweight, dx.sum(axis=0))
+    add(w.segment.dweight, ops.embedding_backward(dx, (c["types"], w.segment.weight.shape)))
+    add(w.word.dweight, ops.embedding_backward(dx, c["word"], padding_idx=config.pad_token_id))
 
 
 # ------------------------------------------------------------------------- the layer
@@ -176,27 +210,15 @@ def layer_backward(ops, dy, c, w: LayerWeights, add):
     """dy: (B, T, H)  ->  dx: (B, T, H).  ``add(buffer, g)`` adds each parameter gradient to its buffer."""
     B, T, H = dy.shape
     xp = get_array_module(dy)
-
-    def linear(d, name, lin: Linear):          # a linear layer's backward: dx, its dW and db added
-        d, dW, db = ops.linear_backward(d, c[name])
-        add(lin.dweight, dW)
-        add(lin.dbias, db)
-        return d
-
-    def norm(d, name, ln: Norm):
-        d, dg, db = ops.layernorm_backward(d, c[name])
-        add(ln.dgamma, dg)
-        add(ln.dbeta, db)
-        return d
-
-    dsum = norm(dy, "ln2", w.ln2)
-    df = linear(ops.dropout_backward(dsum, c["drop2"]), "ffn_out", w.ffn_out)
-    dh = linear(ops.gelu_backward(df, c["gelu"]), "ffn_in", w.ffn_in)
+    dsum = backward_norm(ops, dy, c["ln2"], w.ln2, add)
+    df = backward_linear(ops, ops.dropout_backward(dsum, c["drop2"]), c["ffn_out"], w.ffn_out, add)
+    dh = backward_linear(ops, ops.gelu_backward(df, c["gelu"]), c["ffn_in"], w.ffn_in, add)
     dh += dsum  # the residual path around the feed-forward block
-    dsum = norm(dh, "ln1", w.ln1)
-    dctx = linear(ops.dropout_backward(dsum, c["drop1"]), "attn_out", w.attn_out)
+    dsum = backward_norm(ops, dh, c["ln1"], w.ln1, add)
+    dctx = backward_linear(ops, ops.dropout_backward(dsum, c["drop1"]), c["attn_out"], w.attn_out, add)
     # dq, dk, dv: (B, A, T, D) each -> (B, T, 3, A, D) -> (B, T, 3H), the inverse of the forward split
     grads = ops.attention_backward(ops.split_heads(dctx, c["attention"].q.shape[1]), c["attention"])
-    dx = linear(xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H), "qkv", w.qkv)
+    dqkv = xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H)
+    dx = backward_linear(ops, dqkv, c["qkv"], w.qkv, add)
     dx += dsum  # the residual path around the attention block
     return dx

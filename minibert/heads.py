@@ -8,30 +8,48 @@ a 2-way linear layer on the pooled [CLS] vector.  Shapes: B, T, H, V
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .constants import IGNORE_INDEX
-from .encoder import gelu_kind
+from .encoder import Linear, Norm, backward_linear, backward_norm, gelu_kind, linear_weights, norm_weights
 from .ops.common import get_array_module
 from .params import ParamSpec
 
-DENSE, NORM = "cls.predictions.transform.dense.", "cls.predictions.transform.LayerNorm."
-DECODER, DECODER_BIAS = "bert.embeddings.word_embeddings.weight", "cls.predictions.bias"   # tied to the embedding
-NSP = "cls.seq_relationship."
+DENSE, NORM = "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"
+WORD, DECODER_BIAS = "bert.embeddings.word_embeddings.weight", "cls.predictions.bias"   # the decoder is tied
+NSP = "cls.seq_relationship"
+
+
+@dataclass
+class HeadWeights:
+    """The pre-training heads by role; the Hugging Face names below ``cls.``."""
+    dense: Linear      # predictions.transform.dense (H, H)
+    norm: Norm         # predictions.transform.LayerNorm
+    decoder: Linear    # the word-embedding table (V, H), tied (its gradient is the table's), + predictions.bias
+    nsp: Linear        # seq_relationship (2, H)
 
 
 def head_specs(H, V):
-    return [ParamSpec(DENSE + "weight", (H, H), "normal", True), ParamSpec(DENSE + "bias", (H,), "zeros", False),
-            ParamSpec(NORM + "weight", (H,), "ones", False), ParamSpec(NORM + "bias", (H,), "zeros", False),
+    return [ParamSpec(DENSE + ".weight", (H, H), "normal", True), ParamSpec(DENSE + ".bias", (H,), "zeros", False),
+            ParamSpec(NORM + ".weight", (H,), "ones", False), ParamSpec(NORM + ".bias", (H,), "zeros", False),
             ParamSpec(DECODER_BIAS, (V,), "zeros", False),
-            ParamSpec(NSP + "weight", (2, H), "normal", True), ParamSpec(NSP + "bias", (2,), "zeros", False)]
+            ParamSpec(NSP + ".weight", (2, H), "normal", True), ParamSpec(NSP + ".bias", (2,), "zeros", False)]
 
 
-def heads_forward(ops, h, pooled, W, P, config, mlm_labels, caches):
-    """h: (B, T, H); pooled: (B, H)  ->  mlm_logits, nsp_logits, positions (caches filled in).
+def head_weights(store, half=False) -> HeadWeights:
+    """The heads' weights: views into ``store`` (float16 copies of the matrices in mixed precision)."""
+    table = (store.halves if half else store.params)[WORD]
+    return HeadWeights(dense=linear_weights(store, DENSE, half), norm=norm_weights(store, NORM),
+                       decoder=Linear(table, store.params[DECODER_BIAS], store.grads[WORD], store.grads[DECODER_BIAS]),
+                       nsp=linear_weights(store, NSP, half))
 
-    W: the matrices the products use (float16 copies in mixed precision); P:
-    the parameters.  With ``mlm_labels`` (B, T) the MLM head runs at the N
-    labelled positions only (``positions``: their flat indices b*T + t) and
-    mlm_logits is (N, V); without, at every position: (B, T, V).
+
+def heads_forward(ops, h, pooled, w: HeadWeights, config, mlm_labels):
+    """h: (B, T, H); pooled: (B, H)  ->  (mlm_logits, nsp_logits, positions), cache.
+
+    With ``mlm_labels`` (B, T) the MLM head runs at the N labelled positions
+    only (``positions``: their flat indices b*T + t) and mlm_logits is (N, V);
+    without, at every position: (B, T, V).
     """
     B, T, H = h.shape
     if mlm_labels is not None:
@@ -39,13 +57,14 @@ def heads_forward(ops, h, pooled, W, P, config, mlm_labels, caches):
         hm = h.reshape(B * T, H)[positions]                                 # (N, H)
     else:
         positions, hm = None, h
-    t, caches["mlm_dense"] = ops.linear_forward(hm, W[DENSE + "weight"], P[DENSE + "bias"])
-    t, caches["mlm_gelu"] = ops.gelu_forward(t, gelu_kind(config.hidden_act))
-    t, caches["mlm_ln"] = ops.layernorm_forward(t, P[NORM + "weight"], P[NORM + "bias"], config.layer_norm_eps)
-    mlm_logits, caches["decoder"] = ops.linear_forward(t, W[DECODER], P[DECODER_BIAS])
+    c = {"shape": h.shape, "positions": positions}
+    t, c["dense"] = ops.linear_forward(hm, w.dense.weight, w.dense.bias)
+    t, c["gelu"] = ops.gelu_forward(t, gelu_kind(config.hidden_act))
+    t, c["ln"] = ops.layernorm_forward(t, w.norm.gamma, w.norm.beta, config.layer_norm_eps)
+    mlm_logits, c["decoder"] = ops.linear_forward(t, w.decoder.weight, w.decoder.bias)
     # NSP head on the pooled [CLS]
-    nsp_logits, caches["nsp"] = ops.linear_forward(pooled, W[NSP + "weight"], P[NSP + "bias"])
-    return mlm_logits, nsp_logits, positions
+    nsp_logits, c["nsp"] = ops.linear_forward(pooled, w.nsp.weight, w.nsp.bias)
+    return (mlm_logits, nsp_logits, positions), c
 
 
 def loss_weight(loss_scale, n_here, count):
@@ -58,39 +77,28 @@ def loss_weight(loss_scale, n_here, count):
     return loss_scale if count is None else loss_scale * (n_here / count)
 
 
-def heads_backward(ops, caches, loss_scale, add, dtype, loss_counts=None):
+def heads_backward(ops, c, mlm_ce, nsp_ce, w: HeadWeights, loss_scale, add, dtype, loss_counts=None):
     """Gradients of ``loss_scale`` times the losses  ->  dh (B, T, H), dpooled (B, H) or None.
 
-    ``add(name, g)`` adds each parameter gradient to its buffer.  ``loss_counts``: None,
-    or (masked tokens, sequences) to divide the losses' sums by instead of
-    this batch's own counts (the global batch's, in data parallelism).
+    ``c``: the heads' cache; ``mlm_ce``, ``nsp_ce``: the caches of the two losses (None where a loss
+    was not taken).  ``add(buffer, g)`` adds each parameter gradient to its buffer.  ``loss_counts``:
+    None, or (masked tokens, sequences) to divide the losses' sums by instead of this batch's own
+    counts (the global batch's, in data parallelism).
     """
     mlm_count, nsp_count = loss_counts if loss_counts is not None else (None, None)
     dpooled = None
-    if "nsp_ce" in caches:
-        ce = caches["nsp_ce"]
-        dnsp = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, nsp_count), ce)
-        dpooled, dW, db = ops.linear_backward(dnsp, caches["nsp"])
-        add(NSP + "weight", dW)
-        add(NSP + "bias", db)
-    B, T = caches["shape"]
-    H = caches["mlm_ln"].gamma.shape[0]
-    dh = get_array_module(caches["mlm_ln"].gamma).zeros((B, T, H), dtype=dtype)
-    if "mlm_ce" in caches:
-        ce = caches["mlm_ce"]
-        dlogits = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, ce.denom, mlm_count), ce)
-        dt, dW_dec, db = ops.linear_backward(dlogits, caches["decoder"])
+    if nsp_ce is not None:
+        dnsp = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, nsp_ce.denom, nsp_count), nsp_ce)
+        dpooled = backward_linear(ops, dnsp, c["nsp"], w.nsp, add)
+    B, T, H = c["shape"]
+    dh = get_array_module(w.norm.gamma).zeros((B, T, H), dtype=dtype)
+    if mlm_ce is not None:
+        dlogits = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, mlm_ce.denom, mlm_count), mlm_ce)
         # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
-        add(DECODER, dW_dec)
-        del dW_dec, dlogits   # (V, H) and (N, V): freed before the encoder's backward
-        add(DECODER_BIAS, db)
-        dt, dg, db = ops.layernorm_backward(dt, caches["mlm_ln"])
-        add(NORM + "weight", dg)
-        add(NORM + "bias", db)
-        dt = ops.gelu_backward(dt, caches["mlm_gelu"])
-        dhm, dW, db = ops.linear_backward(dt, caches["mlm_dense"])
-        add(DENSE + "weight", dW)
-        add(DENSE + "bias", db)
+        dt = backward_linear(ops, dlogits, c["decoder"], w.decoder, add)
+        del dlogits                     # (N, V): freed before the encoder's backward
+        dt = backward_norm(ops, dt, c["ln"], w.norm, add)
+        dhm = backward_linear(ops, ops.gelu_backward(dt, c["gelu"]), c["dense"], w.dense, add)
         # positions are distinct, so a plain indexed assignment scatters the rows back
-        dh.reshape(B * T, H)[caches["positions"]] = dhm
+        dh.reshape(B * T, H)[c["positions"]] = dhm
     return dh, dpooled

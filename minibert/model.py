@@ -18,9 +18,9 @@ import numpy as np
 from .backend import get_xp, is_cupy
 from .kernels import select_ops
 from .config import BertConfig
-from .encoder import (embeddings_backward, embeddings_forward, embeddings_specs, layer_backward, layer_forward,
-                      layer_specs, layer_weights, linear_specs)
-from .heads import head_specs, heads_backward, heads_forward
+from .encoder import (backward_linear, embedding_weights, embeddings_backward, embeddings_forward, embeddings_specs,
+                      layer_backward, layer_forward, layer_specs, layer_weights, linear_specs, linear_weights)
+from .heads import head_specs, head_weights, heads_backward, heads_forward
 from .inputs import (as_grad, check_dtype, check_flag, check_labels, check_loss_counts, check_loss_scale,
                      is_seed, prepare_inputs)
 from .outputs import BertOutput, PreTrainingOutput
@@ -77,9 +77,11 @@ class BertModel:
         self.mixed_precision = mixed_precision
         if mixed_precision:
             self.params.enable_half()
-        prefix = self.prefix + "encoder.layer."
-        self.layers = [layer_weights(self.params, f"{prefix}{i}.", mixed_precision)
+        # the weights by role: views into self.params (float16 copies of the matrices in mixed precision)
+        self.embeddings = embedding_weights(self.params, self.prefix + "embeddings.")
+        self.layers = [layer_weights(self.params, f"{self.prefix}encoder.layer.{i}.", mixed_precision)
                        for i in range(config.num_hidden_layers)]
+        self.pooler = linear_weights(self.params, self.prefix + "pooler.dense", mixed_precision)
 
     # ------------------------------------------------------------------ mode
     def train(self, mode: bool = True):
@@ -108,10 +110,6 @@ class BertModel:
         """Number of trainable scalars (a tied matrix counted once)."""
         return self.params.num_parameters()
 
-    def _matrices(self):
-        """The weight matrices the linear layers multiply by: float16 copies in mixed precision."""
-        return self.params.halves if self.mixed_precision else self.params.params
-
     # --------------------------------------------------------------------- dropout
     def seed_dropout(self, seed):
         """Re-seed the dropout masks: an int, or a tuple of ints such as (run_seed, step).
@@ -133,47 +131,41 @@ class BertModel:
     # --------------------------------------------------------------------- encoder
     def _encode(self, ids, types, mask, train):
         """ids, types, mask: (B, T) int  ->  hidden (B, T, H), pooled (B, H), caches."""
-        c, P = self.config, self.params.params
+        c, ops, caches = self.config, self.ops, {"shape": ids.shape}
         if self.mixed_precision:
             self.params.refresh_half()   # the float16 weights follow the master weights' last update
-        W = self._matrices()
-        caches = {"shape": ids.shape}
-        x = embeddings_forward(self.ops, ids, types, P, self.prefix + "embeddings.", c, self._uniform, train, caches)
+        x, caches["embeddings"] = embeddings_forward(ops, ids, types, self.embeddings, c, self._uniform, train)
         # the transformer layers (encoder.py)
-        bias = self.ops.attention_mask_bias(mask, self.dtype)
+        bias = ops.attention_mask_bias(mask, self.dtype)
         caches["layers"] = []
         for w in self.layers:
-            x, cache = layer_forward(self.ops, x, w, bias, c, self._uniform, train)
+            x, cache = layer_forward(ops, x, w, bias, c, self._uniform, train)
             caches["layers"].append(cache)
 
         # pooler: dense + tanh on the hidden state of [CLS] (position 0)
-        pl = self.prefix + "pooler.dense"
-        pooled, caches["pool_lin"] = self.ops.linear_forward(x[:, 0], W[pl + ".weight"], P[pl + ".bias"])
-        pooled, caches["pool_tanh"] = self.ops.tanh_forward(pooled)
+        pooled, caches["pool_lin"] = ops.linear_forward(x[:, 0], self.pooler.weight, self.pooler.bias)
+        pooled, caches["pool_tanh"] = ops.tanh_forward(pooled)
         return x, pooled, caches
 
     def _encode_backward(self, dx, dpooled, caches):
         """dx: (B, T, H) gradient of the last hidden state, dpooled: (B, H) or None."""
         ops, add = self.ops, self._add_grad
         if dpooled is not None:
-            pl = self.prefix + "pooler.dense"
-            d = ops.tanh_backward(dpooled, caches["pool_tanh"])
-            dcls, dW, db = ops.linear_backward(d, caches["pool_lin"])
-            add(pl + ".weight", dW)
-            add(pl + ".bias", db)
+            dcls = backward_linear(ops, ops.tanh_backward(dpooled, caches["pool_tanh"]), caches["pool_lin"],
+                                   self.pooler, add)
             dx = dx.copy()
             dx[:, 0] += dcls
 
         for w, cache in zip(reversed(self.layers), reversed(caches["layers"])):
             dx = layer_backward(ops, dx, cache, w, add)
 
-        embeddings_backward(ops, dx, caches, self.prefix + "embeddings.", self.config, add)
+        embeddings_backward(ops, dx, caches["embeddings"], self.embeddings, self.config, add)
 
-    def _add_grad(self, target, g):
-        """The one way a gradient reaches its buffer (a name, or a view: a layer's fused q, k, v), zeroed before
-        a backward unless it accumulates; fewer rows (T positions of a (max_position, H) table): the first."""
-        buf = self.params.grads[target] if isinstance(target, str) else target
-        buf[:len(g)] += g
+    @staticmethod
+    def _add_grad(buffer, g):
+        """The one way a gradient reaches its buffer (a view into ``params.grad``), zeroed before a backward
+        unless it accumulates; a gradient of fewer rows (T positions of a (max_position, H) table): the first."""
+        buffer[:len(g)] += g
 
     # ----------------------------------------------------------------- public API
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=None) -> BertOutput:
@@ -283,6 +275,10 @@ class BertForPreTraining(BertModel):
     prefix = "bert."
     training = True   # a pre-training model defaults to training (dropout on)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.heads = head_weights(self.params, self.mixed_precision)
+
     def _param_specs(self):
         return super()._param_specs() + head_specs(self.config.hidden_size, self.config.vocab_size)
 
@@ -308,8 +304,8 @@ class BertForPreTraining(BertModel):
         ids, types, mask = prepare_inputs(self.xp, self.config, input_ids, token_type_ids, attention_mask)
         labels = check_labels(self.xp, self.config, mlm_labels, nsp_labels, ids.shape)
         h, pooled, caches = self._encode(ids, types, mask, train)
-        mlm_logits, nsp_logits, positions = heads_forward(self.ops, h, pooled, self._matrices(),
-                                                          self.params.params, self.config, labels["mlm"], caches)
+        (mlm_logits, nsp_logits, positions), caches["heads"] = heads_forward(self.ops, h, pooled, self.heads,
+                                                                             self.config, labels["mlm"])
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions,
                                 nsp_targets=labels["nsp"])
         losses = []
@@ -322,7 +318,6 @@ class BertForPreTraining(BertModel):
             losses.append(out.nsp_loss)
         if losses:
             out.loss = sum(losses[1:], losses[0])
-            caches["positions"] = positions
             self._cache = caches
         else:
             self._cache = None
@@ -346,5 +341,6 @@ class BertForPreTraining(BertModel):
                                "(there is no loss to differentiate; each forward allows one backward)")
         caches, self._cache = self._cache, None
         self._begin_backward(accumulate)
-        dh, dpooled = heads_backward(self.ops, caches, loss_scale, self._add_grad, self.dtype, loss_counts)
+        dh, dpooled = heads_backward(self.ops, caches["heads"], caches.get("mlm_ce"), caches.get("nsp_ce"), self.heads,
+                                     loss_scale, self._add_grad, self.dtype, loss_counts)
         self._encode_backward(dh, dpooled, caches)
