@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from minibert import layers as L
+from minibert import ops as L
 from minibert.gradcheck import max_rel_error
 from minibert.optim import AdamW
 from minibert.params import ParamSpec, ParamStore

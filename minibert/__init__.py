@@ -4,8 +4,8 @@ from .launcher import start_mpi_if_launched
 start_mpi_if_launched()   # under mpiexec -n N, first of all (see launcher.py); otherwise nothing
 from .config import BertConfig, PRESETS
 from .model import BertModel, BertForPreTraining, BertOutput, PreTrainingOutput
-from . import accel, gradcheck, layers
+from . import accel, gradcheck, ops
 
 __version__ = "0.1.0"
 __all__ = ["BertConfig", "PRESETS", "BertModel", "BertForPreTraining", "BertOutput",
-           "PreTrainingOutput", "accel", "gradcheck", "layers", "__version__"]
+           "PreTrainingOutput", "accel", "gradcheck", "ops", "__version__"]

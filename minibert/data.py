@@ -16,9 +16,11 @@ readers), :mod:`minibert.builtin_corpus`, :mod:`minibert.wikitext`,
 """
 from .builtin_corpus import builtin_corpus, default_cache_dir
 from .corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
-from .pretraining_data import (IGNORE_INDEX, MaskedTokens, PretrainingDataset, TrainingInstance,
-                               build_pretraining_dataset, create_instances_from_document,
-                               create_training_instances, mask_tokens, truncate_seq_pair)
+from .constants import IGNORE_INDEX
+from .instances import (TrainingInstance, create_instances_from_document, create_training_instances,
+                        truncate_seq_pair)
+from .masking import MaskedTokens, mask_tokens
+from .pretraining_data import PretrainingDataset, build_pretraining_dataset
 from .token_cache import TokenizedCorpus, tokenize_corpus
 from .wikitext import (WIKITEXT2_SPLITS, WIKITEXT2_URL, default_data_dir, download_wikitext2,
                        find_wikitext2, load_wikitext2, parse_wikitext)

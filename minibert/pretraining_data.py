@@ -29,15 +29,11 @@ import numpy as np
 
 from .checks import check_count, check_probability, is_int
 from .constants import IGNORE_INDEX
-from .instances import (TrainingInstance, check_max_seq_length, create_instances_from_document,
-                        create_training_instances, truncate_seq_pair)
-from .masking import MaskedTokens, mask_tokens
-from .memory_budget import check_instances_fit  # noqa: F401  (its home before memory_budget.py)
+from .instances import TrainingInstance, check_max_seq_length, create_training_instances
+from .masking import mask_tokens
 from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
 
-__all__ = ["TrainingInstance", "MaskedTokens", "create_training_instances",
-           "create_instances_from_document", "truncate_seq_pair", "mask_tokens",
-           "PretrainingDataset", "build_pretraining_dataset", "IGNORE_INDEX", "epoch_order", "batch_rng"]
+__all__ = ["PretrainingDataset", "build_pretraining_dataset", "epoch_order", "batch_rng"]
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:

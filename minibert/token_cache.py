@@ -59,7 +59,7 @@ class TokenizedCorpus:
 
     def documents(self, vocab: list[str]) -> list[list[list[str]]]:
         """Tokens as ``documents[d][s] = [token, ...]`` (the input of
-        :func:`~minibert.pretraining_data.create_training_instances`)."""
+        :func:`~minibert.instances.create_training_instances`)."""
         tokens = [vocab[i] for i in self.ids.tolist()]
         starts = self.sentence_starts.tolist()
         sentences = [tokens[a:b] for a, b in zip(starts, starts[1:])]

@@ -44,7 +44,7 @@ def _imports(source, package):
     return names
 
 
-REFERENCE_FILES = sorted((ROOT / "minibert" / "ops").glob("*.py")) + [ROOT / "minibert" / "layers.py"]
+REFERENCE_FILES = sorted((ROOT / "minibert" / "ops").glob("*.py"))
 
 
 def _accelerated(names):
@@ -259,13 +259,6 @@ def test_every_set_of_ops_is_complete_and_has_its_kernels():
             "uniform"} <= set(kernels_of(accel_cpu))
     assert {"layernorm_forward", "gelu_backward", "attention_forward", "adamw_update",
             "half_matmul"} <= set(kernels_of(accel_cuda))
-
-
-def test_layers_keeps_its_names_as_the_reference_ops():
-    from minibert import layers
-    for name in ops.__all__:
-        assert getattr(layers, name) is getattr(ops, name)
-    assert minibert.layers is layers
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

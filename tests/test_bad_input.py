@@ -331,7 +331,9 @@ def test_a_builtin_corpus_cache_that_is_not_documents_is_rebuilt(tmp_path):
 
 
 def test_batching_and_masking_arguments_are_checked():
-    from minibert.pretraining_data import PretrainingDataset, TrainingInstance, mask_tokens
+    from minibert.instances import TrainingInstance
+    from minibert.masking import mask_tokens
+    from minibert.pretraining_data import PretrainingDataset
     from minibert.tokenizer import WordPieceTokenizer
     tok = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"])
     inst = TrainingInstance(["a", "b"], ["c"], False)
@@ -370,7 +372,7 @@ def test_hub_folders_index_and_config_oddities(tmp_path):
 
 def test_clip_norm_and_dupe_factor_types():
     from minibert.optim import clip_grad_norm
-    from minibert.pretraining_data import create_training_instances
+    from minibert.instances import create_training_instances
     m = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=50, max_position_embeddings=8))
     with pytest.raises(ValueError, match="max_norm must be a positive finite number"):
         clip_grad_norm(m.params, "1")

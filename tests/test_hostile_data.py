@@ -63,7 +63,7 @@ def truncate_step_by_step(tokens_a, tokens_b, max_num_tokens, rng):
 
 
 def test_truncating_a_400k_token_pair_is_fast_and_cuts_as_step_by_step():
-    from minibert.pretraining_data import truncate_seq_pair
+    from minibert.instances import truncate_seq_pair
     a, b = [f"a{i}" for i in range(300_000)], [f"b{i}" for i in range(100_000)]
     expected = truncate_step_by_step(a, b, 125, np.random.default_rng(7))
     rng = np.random.default_rng(7)
@@ -78,7 +78,7 @@ def test_truncating_a_400k_token_pair_is_fast_and_cuts_as_step_by_step():
 
 
 def test_truncation_matches_step_by_step_on_every_small_case():
-    from minibert.pretraining_data import truncate_seq_pair
+    from minibert.instances import truncate_seq_pair
     cases = [(la, lb, m) for la in range(9) for lb in range(9) for m in range(0, 14, 3)]
     for k, (la, lb, m) in enumerate(cases):
         a, b = list(range(la)), list(range(100, 100 + lb))
@@ -108,7 +108,7 @@ def test_a_line_without_line_breaks_is_reported_and_does_not_hang(documents, tmp
 
 
 def test_creating_instances_warns_about_a_sentence_of_thousands_of_tokens():
-    from minibert.pretraining_data import create_training_instances
+    from minibert.instances import create_training_instances
     docs = [[["w"] * 5000, ["x"] * 3], [["y"] * 4, ["z"] * 2]]
     with pytest.warns(UserWarning, match=r"1 sentence\(s\) of more than 1,000 tokens \(the longest has 5,000"):
         create_training_instances(docs, max_seq_length=16)

@@ -9,7 +9,7 @@ absolute rounding error of ~1e-11; it is asserted where entries are O(1).
 import numpy as np
 import pytest
 
-from minibert import layers as L
+from minibert import ops as L
 from minibert.gradcheck import max_rel_error, numerical_gradient, rel_error
 
 TOL = 1e-7

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from minibert import BertConfig, layers as L
+from minibert import BertConfig, ops as L
 from minibert.model import BertForPreTraining
 from minibert.optim import AdamW, LossScaler
 from minibert.train import TrainArgs, TrainingError, pretrain

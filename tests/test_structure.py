@@ -104,3 +104,42 @@ def test_no_module_or_function_is_too_long_to_read():
                                     f"(at most {MAX_FUNCTION_LINES})")
     assert not too_long, "split these by what they do:\n" + "\n".join(too_long)
     assert set(LONG_MODULES) <= set(_modules()), "the allow-list names a module that is gone"
+
+
+def only_reexports(source: str, package: str):
+    """The one module that a module's code does nothing but import names from (a shim kept for an old
+    import path), or None.  Its docstring, ``from __future__`` and ``__all__`` do not count."""
+    sources = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue                                        # the docstring
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            continue
+        if not isinstance(node, ast.ImportFrom):
+            return None                                     # code of its own
+        sources.add(("." * node.level) + (node.module or ""))
+    return next(iter(sources)) if len(sources) == 1 else None
+
+
+def test_no_module_only_reexports_another():
+    # a package's __init__ gathers its modules (ops/, accel/cpu/, accel/cuda/ are each a set of ops),
+    # and minibert.data gathers the data pipeline's; a module that is another one's names under a
+    # second path (as minibert.layers was of minibert.ops) is a shim: import the module itself
+    shims = []
+    for name, path in _modules().items():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        target = only_reexports(path.read_text(encoding="utf-8"), name)
+        if target is not None:
+            shims.append(f"{name} only re-exports {target}")
+    assert not shims, shims
+
+
+def test_the_shim_finder_sees_a_shim():
+    shim = '"""The ops."""\nfrom __future__ import annotations\nfrom .ops import *  # noqa\nfrom .ops import __all__\n'
+    assert only_reexports(shim, "minibert.layers") == ".ops"
+    assert only_reexports(shim + "\ndef f():\n    return 1\n", "minibert.layers") is None
+    gathered = "from .corpus import Corpus\nfrom .masking import mask_tokens\n__all__ = ['Corpus', 'mask_tokens']\n"
+    assert only_reexports(gathered, "minibert.data") is None

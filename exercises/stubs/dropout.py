@@ -3,7 +3,7 @@
 During pre-training BERT zeroes entries at random: the output of the
 embeddings and of every sublayer (hidden_dropout_prob = 0.1), and the
 attention weights (attention_probs_dropout_prob = 0.1).  At evaluation
-nothing is dropped.  minibert does the same (minibert/layers.py).
+nothing is dropped.  minibert does the same (minibert/ops/dropout.py).
 
 "Inverted" dropout does all of its scaling at training time:
 
