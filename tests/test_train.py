@@ -492,9 +492,9 @@ def test_checkpoints_past_step_99_999_999_are_found_in_order(tmp_path):
         "checkpoint-00000007.npz", "checkpoint-99999999.npz", "checkpoint-100000001.npz"]
 
 
-def test_checkpoints_of_the_first_identity_version_still_resume(corpus_file, tmp_path):
-    # written before the held-out settings were part of a run's identity: they are not compared
-    from minibert.checkpoint import save_checkpoint
+def test_a_checkpoint_of_an_earlier_identity_version_is_refused_in_one_line(corpus_file, tmp_path):
+    # written before the held-out settings were part of a run's identity: no run of today continues it
+    from minibert.checkpoint import CheckpointError, save_checkpoint
     out = tmp_path / "r"
     kw = dict(steps=4, save_every=2, heldout_fraction=0.2, eval_instances=16)
     pretrain(small_args(corpus_file, out, stop_at=2, **kw), log=lambda *a: None)
@@ -505,8 +505,8 @@ def test_checkpoints_of_the_first_identity_version_still_resume(corpus_file, tmp
     step = meta.pop("step")
     path.unlink()
     save_checkpoint(out, step, arrays, meta)
-    pretrain(small_args(corpus_file, out, resume=True, **kw), log=lambda *a: None)
-    assert [s for s, _ in train_losses(out)] == [1, 2, 3, 4]
+    with pytest.raises(CheckpointError, match=r"was written by an earlier minibert.*identity version 1, now 2"):
+        pretrain(small_args(corpus_file, out, resume=True, **kw), log=lambda *a: None)
 
 
 def test_a_run_may_read_its_own_vocabulary(corpus_file, tmp_path):

@@ -24,33 +24,15 @@ def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str
 IDENTITY_VERSION = 2
 
 
-def _comparable(identity: dict, theirs: dict) -> dict:
-    """Our identity as a checkpoint of ``theirs``'s version would have recorded it.
-
-    Version 1 (no ``identity_version``) recorded neither the held-out
-    settings nor the evaluation size, and ``mixed_precision`` only when on:
-    those checkpoints still resume, compared on what they hold.
-    """
-    if "identity_version" in theirs:
-        return identity
-    old = {k: v for k, v in identity.items()
-           if k not in ("identity_version", "heldout_fraction", "eval_instances", "mixed_precision")}
-    if identity.get("mixed_precision"):
-        old["mixed_precision"] = True
-    return old
-
-
-def save_run(out, step, model, opt, stream, identity, keep, scaler=None, log_window=None) -> Path:
+def save_run(out, step, model, opt, stream, identity, keep, log_window, scaler=None) -> Path:
     """Write the run's checkpoint of ``step``; ``log_window``: ``MetricsLog.window_state()``."""
     xp = model.xp
     if not bool(xp.isfinite(model.params.data).all()):
         raise TrainingError(f"step {step}: the weights hold NaN or inf; not writing a poisoned checkpoint")
     arrays = {"params": model.params.data, "adam_m": opt.m, "adam_v": opt.v}
-    meta = {"run": identity, "adam_t": opt.t, "data": stream.state_dict()}
+    meta = {"run": identity, "adam_t": opt.t, "data": stream.state_dict(), "log_window": log_window}
     if scaler is not None:
         meta["loss_scaler"] = scaler.state_dict()
-    if log_window is not None:
-        meta["log_window"] = log_window
     return save_checkpoint(out, step, arrays, meta, keep=keep)
 
 
@@ -58,6 +40,7 @@ _RUN_STATE = {   # what a run's checkpoint holds besides its arrays, and how to 
     "run": lambda v: isinstance(v, dict),
     "adam_t": is_int,
     "data": lambda v: isinstance(v, dict) and is_int(v.get("epoch")) and is_int(v.get("index")),
+    "log_window": lambda v: _is_log_window(v),
 }
 
 
@@ -86,13 +69,15 @@ def restore_run(path, model, opt, stream, identity, scaler=None):
     """Load checkpoint ``path`` into the model, AdamW, the data stream (and the loss scaler).
 
     Returns (step, log window): the window is the sums of the steps since
-    the last train record (``MetricsLog.window_state()``), None in a
-    checkpoint from before windows were saved.
+    the last train record (``MetricsLog.window_state()``).
     """
     arrays, meta = load_checkpoint(path)
     check_complete(path, arrays, meta)
     theirs = meta["run"]
-    identity = _comparable(identity, theirs)
+    if theirs.get("identity_version") != IDENTITY_VERSION:
+        raise CheckpointError(f"{path} was written by an earlier minibert, whose runs recorded other settings "
+                              f"(identity version {theirs.get('identity_version', 1)}, now {IDENTITY_VERSION}); "
+                              f"no run of this one continues from it: start the run in another --out")
     diff = sorted(k for k in set(identity) | set(theirs) if identity.get(k) != theirs.get(k))
     if diff:
         detail = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs now {identity.get(k)!r}"
@@ -105,9 +90,6 @@ def restore_run(path, model, opt, stream, identity, scaler=None):
                               f"use another --out or the same settings")
     if scaler is not None and not isinstance(meta.get("loss_scaler"), dict):
         raise CheckpointError(_lacks(path, ["loss_scaler"]))
-    window = meta.get("log_window")
-    if window is not None and not _is_log_window(window):
-        raise CheckpointError(_lacks(path, ["log_window"]))
     targets = {"params": model.params.data, "adam_m": opt.m, "adam_v": opt.v}
     for name, target in targets.items():
         if arrays[name].shape != target.shape:
@@ -120,7 +102,7 @@ def restore_run(path, model, opt, stream, identity, scaler=None):
     stream.load_state_dict(meta["data"])
     if scaler is not None:
         scaler.load_state_dict(meta["loss_scaler"])
-    return int(meta["step"]), window
+    return int(meta["step"]), meta["log_window"]
 
 
 

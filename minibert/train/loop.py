@@ -224,7 +224,7 @@ def _save(run: Run) -> Path:
     a = run.a
     try:
         return save_run(run.out, run.step, run.model, run.opt, run.stream, run.identity, a.keep,
-                        run.scaler, run.metrics.window_state(run.stream))
+                        run.metrics.window_state(run.stream), run.scaler)
     except TrainingError as exc:
         raise TrainingError(f"{exc}. Last good checkpoint: {run.last_ckpt or 'none'}. "
                             f"Try a lower --lr.") from None
@@ -261,10 +261,6 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) 
             f"from text it cannot see")
     if checkpoint:
         log(f"resumed from {checkpoint} at step {step}")
-        if window is None and step % a.log_every and step < a.steps:
-            after = min(step - step % a.log_every + a.log_every, a.steps)
-            log(f"note: {checkpoint} holds no sums of the steps since the last train record (older "
-                f"checkpoints do not): the record of step {after} averages steps {step + 1} to {after} only")
     if comm.size > 1:
         log(f"data parallel: {comm.size} processes, {a.batch_size // comm.size} of the {a.batch_size} "
             f"sequences of each batch on each")
