@@ -1,4 +1,4 @@
-"""The ``minibert`` command line: pretrain, train-tokenizer, fill-mask, demo.
+"""The ``minibert`` command line: pretrain, doctor, train-tokenizer, fill-mask, demo.
 
 Every command checks its arguments first and fails with one clear line
 (exit status 2) before doing any work.
@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import accel
-from .train import TrainArgs, dist, dist_exit
+from .train import TrainArgs, dist, dist_exit, doctor
 from .train.errors import agreed
 from .train.signals import STOP_SIGNALS, guarded_output, honoured
 
@@ -160,6 +160,7 @@ def main(argv=None) -> int:
     f.add_argument("--top-k", type=int, default=5)
     f.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
 
+    doctor.add_command(sub)
     dm = sub.add_parser("demo", help="a short pre-training run on the built-in corpus (make demo)",
                         description="Train a tiny BERT from scratch on the built-in corpus in a few minutes "
                                     "on a laptop CPU, then show held-out numbers against their baselines, "
@@ -254,7 +255,9 @@ def _dispatch(ns) -> int:
         if (result.stopped_by or "").startswith("stdout "):   # its own line went there: say it where it is read
             print(f"minibert pretrain: {result.stopped_by}: saved a checkpoint at step {result.step} in "
                   f"{result.out}; continue with --resume", file=sys.stderr)
-        return 0 if result.stopped_by != "nan" else 1
+        return doctor.after_pretrain(result, status=0 if result.stopped_by != "nan" else 1)   # + its one line
+    if ns.command == "doctor":
+        return doctor.command(ns)
     if ns.command == "train-tokenizer":
         return _train_tokenizer(ns)
     if ns.command == "fill-mask":
