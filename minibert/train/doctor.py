@@ -49,8 +49,10 @@ class Diagnosis:
         """One line: the problems and warnings named, the other verdicts counted."""
         def count(v):
             return sum(c.verdict == v for c in self.checks)
-        named = [f"{count(v)} {_plural(v, count(v))} ({', '.join(c.name.split(':')[0] for c in self.checks if c.verdict == v)})"
-                 for v in (PROBLEM, WARNING) if count(v)]
+
+        def names(v):
+            return ", ".join(c.name.split(":")[0] for c in self.checks if c.verdict == v)
+        named = [f"{count(v)} {_plural(v, count(v))} ({names(v)})" for v in (PROBLEM, WARNING) if count(v)]
         counted = ", ".join(f"{count(v)} {_plural(v, count(v))}" for v in (OK, EARLY, UNCHECKED) if count(v))
         return f"doctor: {'; '.join(named) if named else 'no problem found'}" + (f"; {counted}" if counted else "")
 

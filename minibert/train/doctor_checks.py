@@ -63,11 +63,8 @@ def check_mlm(log: RunLog) -> Check:
     if e["step"] < fair_steps(log):
         return Check(name, EARLY, said + f"; a learning run is clearly below the baseline by step "
                      f"{fair_steps(log):,}", numbers=numbers)
-    advice = ("the model has learned how often each word occurs, and nothing from the words around it. "
-              "The usual cause is a learning rate too large for the model (each step undoes what is finer "
-              "than the frequencies): try a peak --lr 3 to 10 times lower, and keep a warmup; with "
-              "--bert-adam, try the default AdamW. If the rate is the usual one, check that the MLM labels "
-              "are the tokens that were hidden")
+    advice = "the model has learned how often each word occurs, and nothing from the words around it. " + \
+        _stuck_cause(log)
     best = min(evals, key=lambda r: r["mlm_loss"])
     if base - best["mlm_loss"] >= 2 * margin:
         # it did use the context, and lost it: the held-out loss climbed back (memorising)
@@ -82,6 +79,19 @@ def check_mlm(log: RunLog) -> Check:
                      f"noise of {margin:.2f})", advice, numbers)
     return Check(name, WARNING, said + f": only {gap:.2f} below it", "it is learning from the context, "
                  "slowly: train longer, or compare a somewhat higher or lower --lr", numbers)
+
+
+def _stuck_cause(log: RunLog) -> str:
+    """What most likely keeps a model at the word frequencies: the learning rate, unless it is the usual one."""
+    from .doctor_health import reference_lr
+    ref, source = reference_lr(log, [])
+    usual = ref is not None and log.arg("lr") / ref < 3 and log.args.get("bias_correction") is not False
+    if usual:
+        return (f"The peak learning rate, {log.arg('lr'):g}, is the usual one ({source}), so look at the data: "
+                f"are the MLM labels the tokens that were hidden, at the positions that were hidden?")
+    return ("The usual cause is a learning rate too large for the model (each step undoes what is finer than "
+            "the frequencies): try a peak --lr 3 to 10 times lower, and keep a warmup; with --bert-adam, try "
+            "the default AdamW")
 
 
 def nsp_prior(log: RunLog):
@@ -196,14 +206,17 @@ def check_memorising(log: RunLog) -> Check:
     best = min(evals, key=lambda r: r["mlm_loss"])
     gap, rise = e["mlm_loss"] - train_mlm, e["mlm_loss"] - best["mlm_loss"]
     nsp_train, nsp_held = mean(late, "nsp_acc"), e["nsp_acc"]
+    if _constant_labels(log, nsp_prior(log)[1], {}):
+        nsp_train = None      # right on every training pair for another reason: the NSP check says which
     z = (nsp_held - 0.5) * 2 * math.sqrt(max(e.get("n_pairs", 1), 1))
     seen, passes = exposure(log, e["step"])
     numbers = dict(step=e["step"], heldout_mlm_loss=e["mlm_loss"], train_mlm_loss=train_mlm, gap=gap,
                    best_step=best["step"], rise=rise, train_nsp_acc=nsp_train, heldout_nsp_acc=nsp_held,
                    passes=passes)
+    nsp_said = (f"NSP accuracy {nsp_held:.1%} held out and {nsp_train:.1%} in training" if nsp_train is not None
+                else "NSP left out (its training labels look constant: see the NSP check)")
     said = (f"MLM loss {e['mlm_loss']:.2f} held out at step {e['step']:,} and {train_mlm:.2f} on the training "
-            f"batches of steps {late[0]['step']:,} to {late[-1]['step']:,}; NSP accuracy {nsp_held:.1%} held "
-            f"out and {nsp_train:.1%} in training" + (f"; {seen}" if seen else ""))
+            f"batches of steps {late[0]['step']:,} to {late[-1]['step']:,}; {nsp_said}" + (f"; {seen}" if seen else ""))
     more = ("more text; a larger --dupe-factor, so that the text is cut into new pairs (BERT's recipe saw "
             "each pair about 4 times)" if passes and passes > 20 else "more text")
     if log.step < fair_steps(log):

@@ -61,13 +61,17 @@ def recipes_held(root: Path = REFERENCES) -> list:
     return sorted({p.parent.parent.name for p in root.glob("*/*/run.json")}) if root.is_dir() else []
 
 
-def band(references, key: str, steps, kind: str = "eval"):
-    """(lowest, highest) of the references' ``key`` at ``steps`` (NaN where one of them has no value)."""
+def band(references, key: str, steps, baseline: float | None = None):
+    """(lowest, highest) of the references' held-out ``key`` at ``steps`` (NaN where one has no value).
+
+    ``baseline``: each reference's MLM loss is moved by the difference between its unigram
+    baseline and this one. The seed picks the held-out documents, and some are harder to
+    predict than others; the distance below the baseline is what the runs share.
+    """
     curves = []
     for ref in references:
-        records = ref.evals if kind == "eval" else ref.train
-        xs = [r["step"] for r in records]
-        ys = [r[key] for r in records]
+        xs = [r["step"] for r in ref.evals]
+        ys = [r[key] - (r["unigram_baseline"] - baseline if baseline is not None else 0) for r in ref.evals]
         curves.append(np.interp(steps, xs, ys, left=np.nan, right=np.nan) if xs else np.full(len(steps), np.nan))
     stacked = np.array(curves, dtype=float).reshape(len(curves), len(steps))
     return stacked.min(axis=0), stacked.max(axis=0)
@@ -82,7 +86,8 @@ def check_reference(log: RunLog, references) -> Check:
                      f"sequences per step, vocabulary size, --heldout-fraction); minibert holds reference "
                      f"runs of: {held}")
     evals = [e for e in log.evals if e["step"] >= 100]
-    lo, hi = band(references, "mlm_loss", [e["step"] for e in evals]) if evals else ([], [])
+    base = evals[-1]["unigram_baseline"] if evals else None
+    lo, hi = band(references, "mlm_loss", [e["step"] for e in evals], base) if evals else ([], [])
     inside = [i for i in range(len(evals)) if not math.isnan(hi[i])]
     if not inside:
         return Check(name, EARLY, "no held-out evaluation at a step the reference runs cover yet (from step 100)")
@@ -92,10 +97,14 @@ def check_reference(log: RunLog, references) -> Check:
     numbers = dict(step=e["step"], heldout_mlm_loss=e["mlm_loss"], band=(float(lo[i]), float(hi[i])),
                    excess=float(excess), references=[str(r.path) for r in references])
     runs = f"{len(references)} reference run{'s' if len(references) > 1 else ''}"
-    said = (f"held-out MLM loss {e['mlm_loss']:.2f} at step {e['step']:,}; the {runs} "
-            f"of this recipe ({', '.join(r.path.parent.name + '/' + r.path.name for r in references)}) had "
-            f"{lo[i]:.2f} to {hi[i]:.2f} there" + (f"; this run differs from them in {differs}" if differs else ""))
-    if excess > 0.1:
+    said = (f"held-out MLM loss {e['mlm_loss']:.2f} at step {e['step']:,}; the {runs} of this recipe "
+            f"({', '.join(r.path.parent.name + '/' + r.path.name for r in references)}) had {lo[i]:.2f} to "
+            f"{hi[i]:.2f} there, each moved onto this run's unigram baseline ({base:.2f}: the seed picks the "
+            f"held-out documents, and some are harder than others)"
+            + (f"; this run differs from them in {differs}" if differs else ""))
+    # seeds alone spread the references' distance below the baseline by 0.15 nats at step 800:
+    # only a run further off than that, or than their own spread, is worse than them
+    if excess > max(0.2, float(hi[i] - lo[i])):
         return Check(name, WARNING, f"{said}: {excess:.2f} above every one of them",
                      "the settings it does not share with the references are the first suspects", numbers)
     return Check(name, OK, said, numbers=numbers)
@@ -115,8 +124,9 @@ def draw(log: RunLog, references, path) -> Path:
     from matplotlib.figure import Figure      # a bare Figure: no pyplot, no backend switched
     fig = Figure(figsize=(11, 4))
     ax1, ax2 = fig.subplots(1, 2)
-    _band_behind(ax1, references, "mlm_loss", "held-out MLM loss")
-    _band_behind(ax2, references, "nsp_acc", "held-out NSP accuracy")
+    base = log.evals[-1]["unigram_baseline"] if log.evals else None
+    _band_behind(ax1, references, "mlm_loss", "held-out, on this run's baseline", base)
+    _band_behind(ax2, references, "nsp_acc", "held-out")
     if log.train:
         steps = [r["step"] for r in log.train]
         ax1.plot(steps, [r["mlm_loss"] for r in log.train], lw=1, alpha=0.7, color="C0", label="this run: training")
@@ -145,10 +155,10 @@ def draw(log: RunLog, references, path) -> Path:
     return Path(path)
 
 
-def _band_behind(ax, references, key: str, what: str) -> None:
+def _band_behind(ax, references, key: str, what: str, baseline=None) -> None:
     """The references' lowest-to-highest range of a held-out curve, shaded."""
-    if not references:
+    if not references or (key == "mlm_loss" and baseline is None):
         return
     steps = sorted({e["step"] for ref in references for e in ref.evals})
-    lo, hi = band(references, key, steps)
+    lo, hi = band(references, key, steps, baseline)
     ax.fill_between(steps, lo, hi, color="gray", alpha=0.3, lw=0, label=f"reference runs ({len(references)}): {what}")
