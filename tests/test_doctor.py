@@ -28,11 +28,13 @@ from minibert.train.run_facts import facts_from_corpus
 from minibert.train.run_log import EARLY, OK, PROBLEM, UNCHECKED, VERDICTS, WARNING, RunLog, read_run
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "doctor"
-SHORT = {"MLM": "mlm", "NSP": "nsp", "memorising": "memorising", "data": "data", "stability": "stability",
+SHORT = {"MLM": "mlm", "NSP": "nsp", "memorising": "memorising", "repeated pairs": "pairs", "data": "data",
+         "stability": "stability",
          "learning rate and warmup": "schedule", "throughput": "throughput", "against the reference runs": "reference"}
 
 # the right verdict of every check on every case (see tests/data/doctor/README.md for why each is right)
-ALL_OK = dict(mlm=OK, nsp=OK, memorising=OK, data=OK, stability=OK, schedule=OK, throughput=OK, reference=OK)
+ALL_OK = dict(mlm=OK, nsp=OK, memorising=OK, pairs=OK, data=OK, stability=OK, schedule=OK, throughput=OK,
+              reference=OK)
 EXPECTED = {
     "healthy": ALL_OK,
     # held-out MLM at the unigram baseline and NSP at its prior (the 50% trap), the rate named as the
@@ -44,6 +46,13 @@ EXPECTED = {
     "mlm-shuffled": dict(ALL_OK, mlm=PROBLEM, nsp=PROBLEM, reference=WARNING),
     # right on every training pair from the first 100 steps, 50% held out; not called memorising
     "nsp-constant": dict(ALL_OK, nsp=PROBLEM),
+    # every held-out document is a training document: only the data check can tell (a file corpus
+    # has no reference runs)
+    "one-document": dict(ALL_OK, data=PROBLEM, reference=UNCHECKED),
+    # each pair seen 62 times, 98% of them right in training against 61% held out
+    "dupe-1-long": dict(ALL_OK, pairs=WARNING),
+    # the same steps with ten cuts of the text: each pair seen 6 times
+    "dupe-10-long": ALL_OK,
 }
 
 
@@ -54,7 +63,9 @@ SAYS = {
     ("no-warmup", "schedule"): "no warmup",
     ("mlm-shuffled", "mlm"): "are the MLM labels the tokens that were hidden",
     ("nsp-constant", "nsp"): "far faster than pairs can be learned",
-    ("nsp-constant", "memorising"): "labels look constant",
+    ("one-document", "data"): "10 of the 10 held-out documents also occur",
+    ("dupe-1-long", "pairs"): "--dupe-factor 7",
+    ("dupe-10-long", "pairs"): "each pair came back about 6 times",
     ("healthy", "reference"): "the 3 reference runs of this recipe",
 }
 
@@ -134,7 +145,7 @@ def test_the_command_writes_doctor_png_and_json(live_run, capsys):
     assert (out / "doctor.png").stat().st_size > 10_000 and report.strip().splitlines()[-1].startswith("doctor: ")
     assert main(["doctor", str(out), "--json", "--no-plot"]) == 0
     answer = json.loads(capsys.readouterr().out)
-    assert answer["status"] == 0 and len(answer["checks"]) == 8
+    assert answer["status"] == 0 and len(answer["checks"]) == 9
     assert all(c["verdict"] in VERDICTS and c["evidence"] for c in answer["checks"])
     mlm = next(c for c in answer["checks"] if c["name"].startswith("MLM"))
     assert mlm["numbers"]["ln_v"] == pytest.approx(math.log(json.loads((out / "run.json").read_text())

@@ -6,7 +6,8 @@ logged step and held-out evaluation) and answers, check by check, with a verdict
 
 * MLM against its baselines: below the unigram loss (the model uses the context), not near ln V;
 * NSP against its class prior (the 50% trap) and against chance on the held-out pairs;
-* memorising: training far better than held-out, how often the run saw its pairs and its text;
+* memorising: training far better than held-out, or held-out getting worse;
+* repeated pairs: how often the run saw each NSP pair (a --dupe-factor too small for the steps);
 * the data: a corpus of copies, held-out documents that are also training documents;
 * stability: loss jumps, divergence, large gradient norms;
 * the learning rate and the warmup against the reference for the preset;
@@ -23,7 +24,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .doctor_checks import check_data, check_memorising, check_mlm, check_nsp
+from .doctor_checks import check_data, check_memorising, check_mlm, check_nsp, check_pairs
 from .doctor_health import check_loss_scale, check_schedule, check_stability, check_throughput, measure_bare_step
 from .doctor_references import check_reference, draw, find_references
 from .run_folder import DOCTOR_PLOT_NAME
@@ -88,7 +89,7 @@ def _plural(verdict: str, n: int) -> str:
 def run_checks(log: RunLog, references, bare) -> list:
     """Every check, in the order a reader wants them: what was learned, then how it trained."""
     mlm, stability = check_mlm(log), check_stability(log)
-    checks = [mlm, check_nsp(log), check_memorising(log), check_data(log), stability,
+    checks = [mlm, check_nsp(log), check_memorising(log), check_pairs(log), check_data(log), stability,
               check_schedule(log, references, mlm, stability)]
     if log.arg("mixed_precision", False):
         checks.append(check_loss_scale(log))
