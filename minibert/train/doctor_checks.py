@@ -12,18 +12,25 @@ import math
 from .run_log import EARLY, OK, PROBLEM, UNCHECKED, WARNING, Check, RunLog, mean
 
 
+def _tokens_per_step(log: RunLog) -> int:
+    return max(log.sequences_per_step * (log.arg("seq_len") or 128), 1)
+
+
 def fair_steps(log: RunLog) -> int:
     """Steps after which a learning run's held-out MLM loss is clearly below the unigram baseline.
 
-    In the reference runs it leaves the baseline between steps 100 and 200 and is 0.3-0.45 nats
-    below it by step 300; the warmup delays all of it, so: past the warmup and as many steps again.
+    In the reference runs (128 sequences of 32 tokens a step) it leaves the baseline between steps
+    100 and 200 and is 0.3-0.45 nats below it by step 300, 1.2 million tokens in. What counts is
+    the text seen, not the steps: a run of smaller batches needs more of them. The warmup delays
+    everything: at least the warmup and as many steps again.
     """
-    return max(300, 2 * log.warmup)
+    return max(2 * log.warmup, math.ceil(1_200_000 / _tokens_per_step(log)))
 
 
 def nsp_fair_steps(log: RunLog) -> int:
-    """NSP comes later: the reference runs answer by the class prior for their first 200-300 steps."""
-    return max(500, 3 * log.warmup)
+    """NSP comes later: the reference runs answer by the class prior for their first 200-300 steps
+    and are above it by step 500, 2 million tokens in."""
+    return max(3 * log.warmup, math.ceil(2_000_000 / _tokens_per_step(log)))
 
 
 def mlm_margin(n_masked: int) -> float:
@@ -191,8 +198,9 @@ def exposure(log: RunLog, step: int):
     dupe = log.arg("dupe_factor", 1)
     return (f"its {step:,} steps of {log.sequences_per_step} sequences went {passes:.1f} times over its "
             f"{d['train_instances']:,} training pairs, which --dupe-factor {dupe} cut from "
-            f"{d['train_tokens'] / dupe:,.0f} tokens of training text: each pair came back about "
-            f"{passes:.0f} times, the text about {passes * dupe:.0f} times"), passes
+            f"{d['train_tokens'] / dupe:,.0f} tokens of training text"
+            + (f": each pair came back about {passes:.0f} times, the text about {passes * dupe:.0f} times"
+               if passes >= 1.5 else "")), passes
 
 
 def check_memorising(log: RunLog) -> Check:
