@@ -41,7 +41,7 @@ def check_stability(log: RunLog) -> Check:
     if not found:
         return Check(name, OK, said, numbers=numbers)
     verdict = PROBLEM if any(level == PROBLEM for level, _ in found) else WARNING
-    return Check(name, verdict, "; ".join(text for _, text in found) + f" ({said})",
+    return Check(name, verdict, "; ".join(text for _, text in found) + f". In all: {said}",
                  "lower the peak --lr (2 to 3 times), lengthen --warmup, and keep gradient clipping "
                  "(--max-grad-norm 1)", numbers)
 
@@ -174,14 +174,16 @@ def check_throughput(log: RunLog, bare) -> Check:
                  f"of {log.arg('seq_len')} random tokens), does {bare['tokens_per_s']:,.0f} positions per "
                  f"second: the run went at {ratio:.0%} of that")
         if ratio < 0.5:
-            found.append(f"the run went at {ratio:.0%} of the bare step's speed: the time went elsewhere, to "
-                         f"the host (other processes on the machine, while the run trained) or to the data")
+            found.append(f"the run went at {ratio:.0%} of the speed of a bare step: the rest of its time went "
+                         f"elsewhere, most likely to other processes on the machine while it trained")
     else:
         said += f"; no bare step was timed ({bare})"
     if found:
-        return Check(name, WARNING, "; ".join(found) + f" ({said})",
-                     "run it on a quiet machine (see what else runs: top); a data pipeline that keeps the "
-                     "model waiting needs a faster disk or smaller batches of text work", numbers)
+        advice = [] if wait <= 0.2 else ["the batches are masked and padded by Python in one thread beside "
+                                         "the step: it needs a CPU core of its own"]
+        if len(found) > (wait > 0.2):
+            advice.append("see what else runs on the machine (top) and train when it is quiet")
+        return Check(name, WARNING, "; ".join(found) + f". In all: {said}", "; ".join(advice), numbers)
     return Check(name, OK, said, numbers=numbers)
 
 
