@@ -270,3 +270,14 @@ def test_the_line_after_a_run_never_fails_the_run(monkeypatch, capsys):
 def test_a_demo_folder_with_doctor_png_is_still_the_demos_to_replace():
     from minibert.demo import _written_by_a_run
     assert _written_by_a_run("doctor.png") and _written_by_a_run(".doctor.png.tmp")
+    assert _written_by_a_run(".run.json.tmp")      # run.json is written again, whole, once the data is ready
+
+
+def test_the_committed_runs_are_small_and_listed():
+    for run_json in [*FIXTURES.glob("*/run.json"), *REFERENCES.glob("*/*/run.json")]:
+        folder = run_json.parent
+        assert sorted(p.name for p in folder.iterdir()) == ["metrics.jsonl", "run.json"], folder
+        assert (folder / "metrics.jsonl").stat().st_size < 100_000, folder
+    listed = (FIXTURES / "README.md").read_text(encoding="utf-8")
+    assert {p.parent.name for p in FIXTURES.glob("*/run.json")} == set(EXPECTED)
+    assert all(f"`{case}`" in listed for case in EXPECTED)
