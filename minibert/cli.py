@@ -1,4 +1,4 @@
-"""The ``minibert`` command line: pretrain, train-tokenizer, fill-mask, demo.
+"""The ``minibert`` command line: pretrain, doctor, train-tokenizer, fill-mask, demo.
 
 Every command checks its arguments first and fails with one clear line
 (exit status 2) before doing any work.
@@ -12,7 +12,7 @@ import sys
 from dataclasses import fields
 
 from .accel import num_threads
-from .train import TrainArgs, dist, dist_exit
+from .train import TrainArgs, dist, dist_exit, doctor
 from .train.errors import agreed
 from .train.signals import STOP_SIGNALS, guarded_output, honoured, stop_requested
 
@@ -164,6 +164,7 @@ def main(argv=None) -> int:
     f.add_argument("--top-k", type=int, default=5)
     f.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
 
+    doctor.add_command(sub)
     dm = sub.add_parser("demo", help="a short pre-training run on the built-in corpus (make demo)",
                         description="Train a tiny BERT from scratch on the built-in corpus in a few minutes "
                                     "on a laptop CPU, then show held-out numbers against their baselines, "
@@ -275,7 +276,10 @@ def _dispatch(ns) -> int:
             print(f"minibert pretrain: {stop}: saved a checkpoint at step {result.step} in "
                   f"{result.out}; continue with --resume", file=sys.stderr)
         # a stop on purpose (a signal, a reader gone) is a success; a NaN or a full disk is not
-        return 1 if stop == "nan" or "could not be written" in stop else 0
+        status = 1 if stop == "nan" or "could not be written" in stop else 0
+        return doctor.after_pretrain(result, status)   # and the doctor's one line
+    if ns.command == "doctor":
+        return doctor.command(ns)
     if ns.command == "train-tokenizer":
         from .commands import train_tokenizer
         return train_tokenizer(ns)

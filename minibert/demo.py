@@ -109,7 +109,7 @@ def clear_previous_demo(out: Path) -> None:
 
 # what a run killed mid-write leaves: a file written whole under a temporary name (and the
 # name metrics.jsonl's had before), an export under way, half a checkpoint
-_TEMPORARY = {f".{name}.tmp" for name in OUTPUT_NAMES} | {Path(METRICS_NAME).with_suffix(".tmp").name}
+_TEMPORARY = {f".{name}.tmp" for name in (*OUTPUT_NAMES, RUN_NAME)} | {Path(METRICS_NAME).with_suffix(".tmp").name}
 
 
 def _written_by_a_run(name: str) -> bool:

@@ -22,8 +22,9 @@ corpus, the vocabulary, the stream of masked batches), ``loop`` (``pretrain``
 and ``train_step``), ``metrics`` (what is measured, ``metrics.jsonl``),
 ``checkpoints`` (saving and restoring a run), ``dist`` and ``nccl`` (several
 processes training one model), ``run_folder`` (the run's
-folder: lock, fresh start, history, export), ``signals``, ``plot`` and
-``errors``.  ``fill_mask`` lives in ``minibert.inference``.
+folder: lock, fresh start, history, export), ``run_facts`` (what ``run.json``
+records of the data and the model), ``doctor`` (``minibert doctor``: is a run
+healthy?), ``signals``, ``plot`` and ``errors``.  ``fill_mask`` lives in ``minibert.inference``.
 """
 from ..inference import fill_mask
 from .args import RunResult, TrainArgs, check_args, load_model_config

@@ -20,6 +20,7 @@ from .errors import DISK_FULL, TrainingError, agreed, writes
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, unigram_baseline,
                       unknown_share)
 from .plot import plot_history
+from .run_facts import data_facts, model_facts, write_run_facts
 from .run_folder import (METRICS_NAME, PLOT_NAME, VOCAB_NAME, export_model, lock_run_folder,
                          start_fresh)
 from .signals import StopSignal
@@ -249,6 +250,9 @@ def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) 
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)   # the same start on every rank, by construction
 
     baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
+    # what minibert doctor needs to read the curves (the NSP prior, the pairs, the sizes)
+    comm.on_root(lambda: write_run_facts(out, a, data_facts(a, corpus, tokenizer, stream.dataset, baseline),
+                                         model_facts(config, model.num_parameters())))
     log(f"corpus: {corpus}")
     log(f"model: {a.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
         f"{stream.per_epoch} batches of {a.batch_size} per epoch")

@@ -15,7 +15,8 @@ VOCAB_NAME = "vocab.txt"
 METRICS_NAME = "metrics.jsonl"
 PLOT_NAME = "loss.png"
 RUN_NAME = "run.json"          # written first by every run: marks the folder as a minibert run
-OUTPUT_NAMES = (VOCAB_NAME, METRICS_NAME, PLOT_NAME, "model")   # what a run writes (and replaces)
+DOCTOR_PLOT_NAME = "doctor.png"   # written by `minibert doctor RUN`
+OUTPUT_NAMES = (VOCAB_NAME, METRICS_NAME, PLOT_NAME, "model", DOCTOR_PLOT_NAME)   # what a run writes (and replaces)
 
 def check_writable(out: Path) -> None:
     """``out`` is a folder (made if missing) that this process can write into."""
