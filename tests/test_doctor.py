@@ -26,6 +26,7 @@ from minibert.train.doctor_health import check_loss_scale, check_throughput, mea
 from minibert.train.doctor_references import REFERENCES
 from minibert.train.run_facts import facts_from_corpus
 from minibert.train.run_log import EARLY, OK, PROBLEM, UNCHECKED, VERDICTS, WARNING, RunLog, read_run
+from test_train import small_args
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "doctor"
 SHORT = {"MLM": "mlm", "NSP": "nsp", "memorising": "memorising", "repeated pairs": "pairs", "data": "data",
@@ -102,11 +103,9 @@ def test_the_reference_runs_are_healthy_against_each_other():
 
 
 def small_run(corpus_file, out, **kw):
-    base = dict(corpus=str(corpus_file), vocab_size=400, config="tiny", steps=40, batch_size=8, seq_len=32,
-                lr=1e-3, warmup=4, eval_every=20, save_every=40, log_every=5, eval_instances=16,
-                progress=False, plot=False, out=str(out))
-    base.update(kw)
-    return TrainArgs(**base)
+    """test_train's small run, longer: 40 steps of 8 sequences, records every 5."""
+    longer = dict(steps=40, batch_size=8, warmup=4, eval_every=20, save_every=40, log_every=5, eval_instances=16)
+    return small_args(corpus_file, out, **{**longer, **kw})
 
 
 def as_command(a: TrainArgs) -> list:
