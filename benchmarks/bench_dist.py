@@ -81,7 +81,7 @@ def build_run(args, comm):
     opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)
     stream = FixedBatches(cfg.to_dict(), args.batch, args.seq_len, a.steps)
-    return Run(a=a, out=Path("."), model=model, opt=opt, scaler=None, stream=stream, eval_batches=[],
+    return Run(args=a, out=Path("."), model=model, opt=opt, scaler=None, stream=stream, eval_batches=[],
                tokenizer=None, identity={}, baseline=0.0, step=0, last_ckpt=None, window=None,
                comm=comm, metrics=MetricsLog(None, []))
 
@@ -100,7 +100,7 @@ def time_steps(run, n_warmup, n_steps):
         for i in range(n_warmup + n_steps):
             barrier(run.comm)
             c0, t0 = run.comm.seconds, time.perf_counter()
-            train_step(run, run.a.lr)
+            train_step(run, run.args.lr)
             if i >= n_warmup:
                 timed.append((time.perf_counter() - t0, run.comm.seconds - c0))
     return timed

@@ -70,75 +70,75 @@ class RunResult:
     stopped_by: str | None = None    # "SIGINT", "SIGTERM", "SIGHUP", "stop_at", "stdout closed", "stderr closed", ...
 
 
-def check_args(a: TrainArgs, probe_out: bool = True) -> BertConfig:
+def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     """Every argument checked before any work; returns the model config (vocab size to be set).
 
     ``probe_out``: make --out and check that it is writable (False: the data-parallel ranks
     other than 0, which write nothing).
     """
-    positive = dict(steps=a.steps, batch_size=a.batch_size, accum=a.accum, eval_every=a.eval_every,
-                    save_every=a.save_every, keep=a.keep, log_every=a.log_every, vocab_size=a.vocab_size,
-                    eval_instances=a.eval_instances, dupe_factor=a.dupe_factor)
+    positive = dict(steps=args.steps, batch_size=args.batch_size, accum=args.accum, eval_every=args.eval_every,
+                    save_every=args.save_every, keep=args.keep, log_every=args.log_every, vocab_size=args.vocab_size,
+                    eval_instances=args.eval_instances, dupe_factor=args.dupe_factor)
     for name, value in positive.items():
         if not is_int(value) or value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-    if not is_int(a.seed) or a.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0, got {a.seed!r}")
-    if a.eval_instances < 2:
+    if not is_int(args.seed) or args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {args.seed!r}")
+    if args.eval_instances < 2:
         raise ValueError(f"--eval-instances must be at least 2 (one IsNext and one NotNext pair), "
-                         f"got {a.eval_instances}")
-    if not str(a.out).strip():
+                         f"got {args.eval_instances}")
+    if not str(args.out).strip():
         raise ValueError("--out must name a folder for the run, got an empty string")
-    if not a.lr > 0 or not math.isfinite(a.lr):
-        raise ValueError(f"--lr must be a positive number, got {a.lr!r}")
-    if not 0 <= a.warmup_steps <= a.steps:
-        raise ValueError(f"--warmup must be between 0 and --steps ({a.steps}), got {a.warmup_steps}")
-    if a.stop_at is not None and not 0 < a.stop_at <= a.steps:
-        raise ValueError(f"--stop-at must be between 1 and --steps ({a.steps}), got {a.stop_at}")
-    if not 0 < a.heldout_fraction < 1:
-        raise ValueError(f"--heldout-fraction must be in (0, 1), got {a.heldout_fraction}")
-    if not (0 <= a.max_grad_norm < math.inf):
-        raise ValueError(f"--max-grad-norm must be >= 0 (0: no clipping), got {a.max_grad_norm!r}")
-    if not (0 <= a.weight_decay < math.inf):
-        raise ValueError(f"--weight-decay must be >= 0, got {a.weight_decay!r}")
-    if a.dropout is not None and not 0 <= a.dropout < 1:
-        raise ValueError(f"--dropout must be in [0, 1), got {a.dropout}")
-    config = load_model_config(a.config)
-    if a.dropout is not None:
-        config.hidden_dropout_prob = config.attention_probs_dropout_prob = a.dropout
+    if not args.lr > 0 or not math.isfinite(args.lr):
+        raise ValueError(f"--lr must be a positive number, got {args.lr!r}")
+    if not 0 <= args.warmup_steps <= args.steps:
+        raise ValueError(f"--warmup must be between 0 and --steps ({args.steps}), got {args.warmup_steps}")
+    if args.stop_at is not None and not 0 < args.stop_at <= args.steps:
+        raise ValueError(f"--stop-at must be between 1 and --steps ({args.steps}), got {args.stop_at}")
+    if not 0 < args.heldout_fraction < 1:
+        raise ValueError(f"--heldout-fraction must be in (0, 1), got {args.heldout_fraction}")
+    if not (0 <= args.max_grad_norm < math.inf):
+        raise ValueError(f"--max-grad-norm must be >= 0 (0: no clipping), got {args.max_grad_norm!r}")
+    if not (0 <= args.weight_decay < math.inf):
+        raise ValueError(f"--weight-decay must be >= 0, got {args.weight_decay!r}")
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        raise ValueError(f"--dropout must be in [0, 1), got {args.dropout}")
+    config = load_model_config(args.config)
+    if args.dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
     if config.type_vocab_size < 2:
         raise ValueError(f"the model config has type_vocab_size={config.type_vocab_size}; pre-training "
                          f"needs 2 (segment A and segment B of each NSP pair)")
     # [CLS] A [SEP] B [SEP] needs 3 special tokens and at least one token on each side
-    if not 5 <= a.seq_len <= config.max_position_embeddings:
+    if not 5 <= args.seq_len <= config.max_position_embeddings:
         raise ValueError(f"--seq-len must be between 5 ([CLS] A [SEP] B [SEP]) and the config's "
-                         f"max_position_embeddings={config.max_position_embeddings}, got {a.seq_len}")
-    get_xp(a.device)  # a clear error now if CuPy or the GPU is missing
-    resolve_dtype(a.dtype)
-    if a.kernels not in KERNELS:
-        raise ValueError(f"--kernels must be one of {list(KERNELS)}, got {a.kernels!r}")
-    if a.mixed_precision and resolve_dtype(a.dtype) != np.float32:
+                         f"max_position_embeddings={config.max_position_embeddings}, got {args.seq_len}")
+    get_xp(args.device)  # a clear error now if CuPy or the GPU is missing
+    resolve_dtype(args.dtype)
+    if args.kernels not in KERNELS:
+        raise ValueError(f"--kernels must be one of {list(KERNELS)}, got {args.kernels!r}")
+    if args.mixed_precision and resolve_dtype(args.dtype) != np.float32:
         raise ValueError(f"--mixed-precision keeps float32 master weights: it needs --dtype float32, "
-                         f"got {a.dtype}")
-    if a.data_dir is not None and str(a.corpus) not in ("wikitext-2", "wikitext2"):
+                         f"got {args.dtype}")
+    if args.data_dir is not None and str(args.corpus) not in ("wikitext-2", "wikitext2"):
         raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
-                         f"--corpus {a.corpus} (give the file itself as --corpus)")
-    _check_vocab(a)
+                         f"--corpus {args.corpus} (give the file itself as --corpus)")
+    _check_vocab(args)
     if probe_out:
-        check_writable(Path(a.out))
+        check_writable(Path(args.out))
     return config
 
 
-def _check_vocab(a: TrainArgs) -> None:
+def _check_vocab(args: TrainArgs) -> None:
     """--vocab names a file (not a folder, as a model's folder would be), or --vocab-size leaves room for words."""
-    if a.vocab is None:
-        check_vocab_size_option(a.vocab_size)
+    if args.vocab is None:
+        check_vocab_size_option(args.vocab_size)
         return
-    if Path(a.vocab).is_dir():
-        hint = f" (it holds {Path(a.vocab) / 'vocab.txt'})" if (Path(a.vocab) / "vocab.txt").is_file() else ""
-        raise IsADirectoryError(f"--vocab {a.vocab} is a folder; name the vocabulary file in it{hint}")
-    if not Path(a.vocab).is_file():
-        raise FileNotFoundError(f"--vocab {a.vocab}: no such file")
+    if Path(args.vocab).is_dir():
+        hint = f" (it holds {Path(args.vocab) / 'vocab.txt'})" if (Path(args.vocab) / "vocab.txt").is_file() else ""
+        raise IsADirectoryError(f"--vocab {args.vocab} is a folder; name the vocabulary file in it{hint}")
+    if not Path(args.vocab).is_file():
+        raise FileNotFoundError(f"--vocab {args.vocab}: no such file")
 
 
 def load_model_config(spec: str) -> BertConfig:

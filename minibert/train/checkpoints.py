@@ -11,14 +11,15 @@ from .errors import TrainingError
 from .run_folder import VOCAB_NAME
 
 
-def run_identity(a: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str) -> dict:
+def run_identity(args: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: str) -> dict:
     """What must match for a checkpoint to be resumed by this run."""
-    return dict(config=config.to_dict(), corpus=corpus_fp, vocab=vocab_fp, steps=a.steps,
-                batch_size=a.batch_size, seq_len=a.seq_len, lr=a.lr, warmup=a.warmup_steps, accum=a.accum,
-                weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm,
-                bias_correction=a.bias_correction, seed=a.seed, dtype=a.dtype, dupe_factor=a.dupe_factor,
-                mixed_precision=a.mixed_precision, heldout_fraction=a.heldout_fraction,
-                eval_instances=a.eval_instances, identity_version=IDENTITY_VERSION)
+    return dict(config=config.to_dict(), corpus=corpus_fp, vocab=vocab_fp, steps=args.steps,
+                batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr, warmup=args.warmup_steps,
+                accum=args.accum, weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
+                bias_correction=args.bias_correction, seed=args.seed, dtype=args.dtype,
+                dupe_factor=args.dupe_factor, mixed_precision=args.mixed_precision,
+                heldout_fraction=args.heldout_fraction, eval_instances=args.eval_instances,
+                identity_version=IDENTITY_VERSION)
 
 
 IDENTITY_VERSION = 2
@@ -106,9 +107,9 @@ def restore_run(path, model, opt, stream, identity, scaler=None):
 
 
 
-def checkpoint_to_resume(a: TrainArgs, out: Path):
+def checkpoint_to_resume(args: TrainArgs, out: Path):
     """The checkpoint --resume continues from, checked now, before any work; None for a new run."""
-    if not a.resume:
+    if not args.resume:
         return None
     checkpoint = latest_checkpoint(out)
     if checkpoint is None:

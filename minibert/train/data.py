@@ -107,12 +107,12 @@ class Prefetch:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def load_run_corpus(a: TrainArgs) -> Corpus:
+def load_run_corpus(args: TrainArgs) -> Corpus:
     """The run's corpus; WikiText-2 is downloaded (and checked) into the cache unless --data-dir names a copy."""
-    return load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir, download=a.data_dir is None)
+    return load_corpus(args.corpus, args.corpus_format, data_dir=args.data_dir, download=args.data_dir is None)
 
 
-def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False, leader: dict | None = None):
+def prepare_data(args: TrainArgs, out: Path, log=print, follower: bool = False, leader: dict | None = None):
     """Corpus, tokenizer, training stream and fixed held-out batches.
 
     The data's warnings (e.g. lines far too long to be sentences) go to ``log``, one line each.
@@ -122,17 +122,17 @@ def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False, lea
     from a file its node may not see, and refuses a corpus or a --vocab that differs from rank 0's.
     """
     saved_vocab = out / VOCAB_NAME
-    trains_vocab = a.vocab is None and not (a.resume and saved_vocab.is_file()) and not follower
-    corpus = load_run_corpus(a)
+    trains_vocab = args.vocab is None and not (args.resume and saved_vocab.is_file()) and not follower
+    corpus = load_run_corpus(args)
     # a first look at memory before the vocabulary and the tokens: a corpus has at least as
     # many tokens as whitespace-separated words (the exact count is checked again later)
-    check_instances_fit(corpus.num_words, a.dupe_factor, unit="words")
+    check_instances_fit(corpus.num_words, args.dupe_factor, unit="words")
     if leader is not None:
-        _check_same(corpus.fingerprint(), leader["corpus"], f"the corpus {a.corpus!r}", "--corpus")
-    train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
+        _check_same(corpus.fingerprint(), leader["corpus"], f"the corpus {args.corpus!r}", "--corpus")
+    train_docs, held_docs = split_documents(corpus, args.heldout_fraction, args.seed)
 
-    if a.vocab is not None:
-        tokenizer = WordPieceTokenizer.from_vocab_file(a.vocab)
+    if args.vocab is not None:
+        tokenizer = WordPieceTokenizer.from_vocab_file(args.vocab)
     elif leader is not None:
         tokenizer = WordPieceTokenizer(leader["tokens"], do_lower_case=leader["lower"], source="rank 0's vocabulary")
     elif not trains_vocab:
@@ -141,29 +141,29 @@ def prepare_data(a: TrainArgs, out: Path, log=print, follower: bool = False, lea
         # the vocabulary is learned from the training documents only
         with warnings.catch_warnings():   # the run measures and reports the [UNK] share itself
             warnings.simplefilter("ignore", UserWarning)
-            tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], a.vocab_size)
+            tokenizer = train_wordpiece([" ".join(d) for d in train_docs.documents], args.vocab_size)
     if leader is not None:
         _check_same(tokenizer.fingerprint(), leader["vocab"],
-                    f"the vocabulary {a.vocab!r} ({tokenizer.vocab_size:,} tokens)", "--vocab")
+                    f"the vocabulary {args.vocab!r} ({tokenizer.vocab_size:,} tokens)", "--vocab")
     if not follower:
         tokenizer.save_vocabulary(out)
 
-    cache = a.cache_dir if a.cache_dir is not None else None
-    common = dict(max_seq_length=a.seq_len, max_predictions_per_seq=a.max_predictions, cache_dir=cache)
+    cache = args.cache_dir if args.cache_dir is not None else None
+    common = dict(max_seq_length=args.seq_len, max_predictions_per_seq=args.max_predictions, cache_dir=cache)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=a.dupe_factor, seed=a.seed,
+        train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=args.dupe_factor, seed=args.seed,
                                           **common)
-        held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=a.seed + 1, **common)
+        held = build_pretraining_dataset(held_docs, tokenizer, dupe_factor=1, seed=args.seed + 1, **common)
     for message in dict.fromkeys(str(w.message) for w in caught):   # each once, in order
         log(f"warning: {message}")
-    eval_batches = _eval_batches(held, train, corpus.name, a, log)
-    return corpus, tokenizer, BatchStream(train, a.batch_size, a.seed), eval_batches
+    eval_batches = _eval_batches(held, train, corpus.name, args, log)
+    return corpus, tokenizer, BatchStream(train, args.batch_size, args.seed), eval_batches
 
 
-def data_summary(a: TrainArgs, corpus: Corpus, tokenizer) -> dict:
+def data_summary(args: TrainArgs, corpus: Corpus, tokenizer) -> dict:
     """What rank 0 read, for the other ranks: fingerprints, and the vocabulary it trained (or resumed)."""
-    trained = a.vocab is None
+    trained = args.vocab is None
     return dict(corpus=corpus.fingerprint(), vocab=tokenizer.fingerprint(),
                 tokens=tokenizer.vocab if trained else None, lower=tokenizer.do_lower_case)
 
@@ -177,29 +177,29 @@ def _check_same(mine: str, rank0: str, what: str, flag: str) -> None:
                          f"working folder, and nodes without a shared disk each need a copy of the same file")
 
 
-def _eval_batches(held, train, corpus_name: str, a: TrainArgs, log) -> list:
+def _eval_batches(held, train, corpus_name: str, args: TrainArgs, log) -> list:
     """The held-out batches every evaluation uses.
 
     They are masked once, with a fixed generator, so evaluations compare; as many IsNext as
     NotNext instances, so that NSP's chance level is exactly 50%.
     """
-    rng = np.random.default_rng((a.seed, 2))
+    rng = np.random.default_rng((args.seed, 2))
     order = rng.permutation(len(held))
     by_label = [[j for j in order if held.instances[j].is_random_next == r] for r in (False, True)]
-    half = min(a.eval_instances // 2, *map(len, by_label))
+    half = min(args.eval_instances // 2, *map(len, by_label))
     if not by_label[0]:
         raise ValueError(f"the held-out documents of {corpus_name!r} give no IsNext pair to evaluate "
-                         f"on: {_why_no_is_next(train, a.seq_len)}")
+                         f"on: {_why_no_is_next(train, args.seq_len)}")
     if not by_label[1]:
         raise ValueError(f"the held-out documents of {corpus_name!r} give no NotNext pair to evaluate "
                          f"on (a NotNext pair needs a second held-out document); raise --heldout-fraction")
-    if 2 * half < a.eval_instances // 4:      # far fewer than asked for
+    if 2 * half < args.eval_instances // 4:      # far fewer than asked for
         log(f"warning: the held-out documents give only {half} IsNext/NotNext pairs of each kind "
-            f"(--eval-instances {a.eval_instances} asked for {a.eval_instances // 2}): held-out numbers "
+            f"(--eval-instances {args.eval_instances} asked for {args.eval_instances // 2}): held-out numbers "
             f"will be noisy; raise --heldout-fraction or --seq-len")
     chosen = rng.permutation(by_label[0][:half] + by_label[1][:half])
-    eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + a.batch_size]], rng)
-                    for i in range(0, len(chosen), a.batch_size)]
+    eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + args.batch_size]], rng)
+                    for i in range(0, len(chosen), args.batch_size)]
     return eval_batches
 
 

@@ -133,13 +133,13 @@ class MPIComm(Single):
 
     def broadcast_arrays(self, *arrays) -> None:
         """Rank 0's values of these arrays, everywhere (in place; at the start only)."""
-        for a in arrays:
-            if hasattr(a, "get"):          # CuPy: through the host, once per run
-                host = a.get()
+        for args in arrays:
+            if hasattr(args, "get"):          # CuPy: through the host, once per run
+                host = args.get()
                 self.comm.Bcast(host, root=0)
-                a.set(host)
+                args.set(host)
             else:
-                self.comm.Bcast(a, root=0)
+                self.comm.Bcast(args, root=0)
 
     def bcast(self, value):
         """Rank 0's ``value`` (a small picklable one), everywhere."""
@@ -214,11 +214,11 @@ def current():
     return _WORLD[0] if _WORLD else Single()
 
 
-def check_run(comm, a) -> None:
+def check_run(comm, args) -> None:
     """Refuse, on every rank alike, what N processes cannot run: called before any work."""
     if comm.size == 1:
         return
-    mine = {k: repr(v) for k, v in _fingerprint(a).items()}   # repr: a nan equals a nan here
+    mine = {k: repr(v) for k, v in _fingerprint(args).items()}   # repr: a nan equals a nan here
     everyone = comm.comm.allgather(mine)
     for r, theirs in enumerate(everyone):
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
@@ -227,21 +227,21 @@ def check_run(comm, a) -> None:
                 f"rank {r} was started differently from rank {comm.rank}: "
                 + ", ".join(f"{k}: {theirs.get(k)} vs {mine.get(k)}" for k in diff[:4])
                 + "; start every rank with the same command and the same minibert"))
-    if a.batch_size % comm.size:
-        b, n = a.batch_size, comm.size
+    if args.batch_size % comm.size:
+        b, n = args.batch_size, comm.size
         counts = ", ".join(str(k) for k in range(1, min(b, 64) + 1) if b % k == 0)
         fix = (f"a resumed run keeps its batch: use a number of processes that divides {b} ({counts})"
-               if a.resume else
+               if args.resume else
                f"use a multiple of {n} (e.g. {(b // n + 1) * n}) or a number of processes that divides {b} "
                f"({counts})")
         raise agreed(ValueError(f"--batch-size {b} (the global batch) does not divide among {n} "
                                 f"processes; {fix}"))
 
 
-def _fingerprint(a) -> dict:
+def _fingerprint(args) -> dict:
     """What must be the same on every rank: the settings, minibert's code, NumPy's version."""
     import minibert
-    settings = {f"--{k.replace('_', '-')}": v for k, v in asdict(a).items()}
+    settings = {f"--{k.replace('_', '-')}": v for k, v in asdict(args).items()}
     return dict(settings, minibert=f"{minibert.__version__} ({_source_hash()})", numpy=np.__version__)
 
 

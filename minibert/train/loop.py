@@ -26,7 +26,7 @@ from .run_folder import (METRICS_NAME, PLOT_NAME, VOCAB_NAME, export_model, lock
 from .signals import StopSignal
 
 
-def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
+def pretrain(args: TrainArgs, log=print, on_record=None) -> RunResult:
     """Run (or resume) a pre-training job; see the package docstring.
 
     log: where the set-up and end messages go (``print`` by default).
@@ -42,9 +42,9 @@ def pretrain(a: TrainArgs, log=print, on_record=None) -> RunResult:
     if not comm.is_root:
         log, on_record = _quiet, None
     try:
-        dist.check_run(comm, a)
-        config = comm.everywhere(lambda: check_args(a, probe_out=comm.is_root))
-        return _in_folder(a, config, comm, log, on_record)
+        dist.check_run(comm, args)
+        config = comm.everywhere(lambda: check_args(args, probe_out=comm.is_root))
+        return _in_folder(args, config, comm, log, on_record)
     finally:
         comm.close()
 
@@ -53,14 +53,14 @@ def _quiet(*args, **kwargs) -> None:
     """The log of ranks other than 0: one voice per job."""
 
 
-def _in_folder(a: TrainArgs, config: BertConfig, comm, log, on_record) -> RunResult:
+def _in_folder(args: TrainArgs, config: BertConfig, comm, log, on_record) -> RunResult:
     """Lock the run folder (rank 0), start or resume in it, and run."""
-    out = Path(a.out)
+    out = Path(args.out)
     # before anything in the folder is read: a run starting beside us hears of us
     lock = comm.on_root(lambda: lock_run_folder(out))
     try:
-        checkpoint = comm.bcast(comm.on_root(lambda: _open_folder(a, out)))
-        return _run(a, config, out, checkpoint, comm, log, on_record)
+        checkpoint = comm.bcast(comm.on_root(lambda: _open_folder(args, out)))
+        return _run(args, config, out, checkpoint, comm, log, on_record)
     except OSError as exc:        # the loop's own writes say more: this is the set-up's
         if exc.errno not in DISK_FULL:
             raise
@@ -74,25 +74,25 @@ def _in_folder(a: TrainArgs, config: BertConfig, comm, log, on_record) -> RunRes
             lock.close()
 
 
-def _open_folder(a: TrainArgs, out: Path):
+def _open_folder(args: TrainArgs, out: Path):
     """The checkpoint to resume from (None for a new run, whose folder is made ready)."""
     remove_partial_checkpoints(out)   # left by a run killed while it saved (the lock is ours now)
-    checkpoint = checkpoint_to_resume(a, out)
-    if checkpoint is not None and a.stop_at is not None and a.stop_at < checkpoint_step(checkpoint):
-        raise ValueError(f"--stop-at {a.stop_at} is behind the run: {checkpoint} is at step "
+    checkpoint = checkpoint_to_resume(args, out)
+    if checkpoint is not None and args.stop_at is not None and args.stop_at < checkpoint_step(checkpoint):
+        raise ValueError(f"--stop-at {args.stop_at} is behind the run: {checkpoint} is at step "
                          f"{checkpoint_step(checkpoint)}; give a later --stop-at, or none to train to --steps")
-    if not a.resume:
+    if not args.resume:
         if latest_checkpoint(out) is not None:
             raise ValueError(f"{out} already holds checkpoints of a run: pass --resume to continue "
                              f"it, or choose another --out")
-        start_fresh(out, a)
+        start_fresh(out, args)
     return checkpoint
 
 
 @dataclass
 class Run:
     """What the loop works on: set up once by ``_set_up``, then moved on by each step."""
-    a: TrainArgs
+    args: TrainArgs
     out: Path
     model: BertForPreTraining
     opt: AdamW
@@ -113,15 +113,15 @@ class Run:
         self.metrics.record(dict(kind="eval", step=self.step, **result, unigram_baseline=self.baseline))
 
 
-def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_record) -> RunResult:
+def _run(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_record) -> RunResult:
     """``pretrain`` once the folder is checked and locked: set-up, the loop, the end."""
-    dist.use_device(comm, a.device)
-    run = _set_up(a, config, out, checkpoint, comm, log)
-    run.metrics = comm.on_root(lambda: open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record)) \
+    dist.use_device(comm, args.device)
+    run = _set_up(args, config, out, checkpoint, comm, log)
+    run.metrics = comm.on_root(lambda: open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record))\
         or MetricsLog(None, [])
     if comm.size > 1:
         run.metrics.comm = comm     # each record: rank 0 writes it, and every rank hears whether it could
-    stopped_by, end = None, a.stop_at if a.stop_at is not None else a.steps
+    stopped_by, end = None, args.stop_at if args.stop_at is not None else args.steps
     # one handler from the first step to the return: a second Ctrl-C (or a SIGHUP after a SIGTERM)
     # while the checkpoint is written, the prefetch thread ends or the model is exported changes nothing
     with StopSignal() as stop, contextlib.ExitStack() as closing:
@@ -132,7 +132,7 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_
         run.stream = Prefetch(run.stream)   # after the restore: it starts from the restored position
         closing.callback(run.stream.close)
         from tqdm.auto import tqdm
-        bar = tqdm(total=a.steps, initial=run.step, disable=not (a.progress and comm.is_root), unit="step",
+        bar = tqdm(total=args.steps, initial=run.step, disable=not (args.progress and comm.is_root), unit="step",
                    dynamic_ncols=True)
         closing.callback(bar.close)
         run.metrics.start(run.stream, run.window)
@@ -140,7 +140,7 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_
         # in one line instead of a wall of NumPy warnings
         with np.errstate(over="ignore", invalid="ignore"):
             while run.step < end:
-                lr = a.lr * linear_warmup_decay(run.step, a.steps, a.warmup_steps)
+                lr = args.lr * linear_warmup_decay(run.step, args.steps, args.warmup_steps)
                 train_step(run, lr)
                 stopping = comm.first(stop.received)    # every rank stops after the same step, for one reason
                 # log, evaluate, save; a write that fails says which steps are lost
@@ -152,7 +152,7 @@ def _run(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_
                     log(f"\n{why}: saved {run.last_ckpt} at step {run.step}; continue with --resume")
                     break
             else:
-                if a.stop_at is not None and run.step < a.steps:
+                if args.stop_at is not None and run.step < args.steps:
                     stopped_by = "stop_at"
                     log(f"stopped at step {run.step} (--stop-at): saved {run.last_ckpt}; continue with --resume")
         closing.close()
@@ -164,12 +164,12 @@ def train_step(run: Run, lr: float) -> None:
 
     With ``--accum`` n, n micro-batches add up their gradients before the one AdamW step.
     """
-    a, model, scaler, comm = run.a, run.model, run.scaler, run.comm
+    args, model, scaler, comm = run.args, run.model, run.scaler, run.comm
     # dropout masks depend on (seed, step) only (and the rank, with several processes)
-    model.seed_dropout(comm.dropout_seed(a.seed, run.step))
+    model.seed_dropout(comm.dropout_seed(args.seed, run.step))
     loss_scale = scaler.scale if scaler is not None else 1.0
     sums = {}
-    for micro in range(a.accum):
+    for micro in range(args.accum):
         batch = run.stream.next_batch()            # the global batch: every rank draws the same one
         mine = comm.share(batch)                   # this rank's rows (all of them, in one process)
         out = model.forward(**mine, train=True)    # the logits and both losses
@@ -178,10 +178,10 @@ def train_step(run: Run, lr: float) -> None:
         sums = add(sums, batch_stats(out, mine))
     comm.allreduce_grads(model.params.grad)        # the ranks' gradients summed: the global batch's
     sums = comm.reduce_step(sums)                  # and the step's metrics
-    if a.accum > 1 or loss_scale != 1.0:
+    if args.accum > 1 or loss_scale != 1.0:
         # the mean over micro-batches, and the loss scale taken out again
-        model.params.grad *= 1.0 / (a.accum * loss_scale)
-    grad_norm = clip_grad_norm(model.params, a.max_grad_norm or None)
+        model.params.grad *= 1.0 / (args.accum * loss_scale)
+    grad_norm = clip_grad_norm(model.params, args.max_grad_norm or None)
     overflow = not math.isfinite(grad_norm)
     _stop_if_diverged(run, summarize(sums)["loss"], grad_norm, overflow)
     if scaler is None or scaler.update(not overflow):
@@ -207,68 +207,68 @@ def _stop_if_diverged(run: Run, loss: float, grad_norm: float, overflow: bool) -
 
 def _log_evaluate_save(run: Run, lr: float, bar, save: bool) -> None:
     """After a step: the train record on log steps, the held-out evaluation, the checkpoint."""
-    a, step = run.a, run.step
+    args, step = run.args, run.step
     # log steps only, never at a stop: the window goes into the checkpoint instead
-    if step % a.log_every == 0 or step == a.steps:
+    if step % args.log_every == 0 or step == args.steps:
         entry = run.metrics.train_record(step, lr, run.stream, run.scaler)
         bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
                         nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
     bar.update(1)
-    if step % a.eval_every == 0 or step == a.steps:
+    if step % args.eval_every == 0 or step == args.steps:
         run.record_eval()
-    if save or step % a.save_every == 0:
+    if save or step % args.save_every == 0:
         # rank 0 writes while the others wait; a failure there stops every rank
         run.last_ckpt = run.comm.bcast(run.comm.on_root(lambda: _save(run)))
 
 
 def _save(run: Run) -> Path:
-    a = run.a
+    args = run.args
     try:
-        return save_run(run.out, run.step, run.model, run.opt, run.stream, run.identity, a.keep,
+        return save_run(run.out, run.step, run.model, run.opt, run.stream, run.identity, args.keep,
                         run.metrics.window_state(run.stream), run.scaler)
     except TrainingError as exc:
         raise TrainingError(f"{exc}. Last good checkpoint: {run.last_ckpt or 'none'}. "
                             f"Try a lower --lr.") from None
 
 
-def _set_up(a: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) -> Run:
+def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) -> Run:
     """The data, the model, AdamW (restored from ``checkpoint`` if there is one), and what is known of them."""
     # rank 0 first: it writes the vocabulary and fills the token cache; the others then read them
-    data = comm.on_root(lambda: prepare_data(a, out, log))
+    data = comm.on_root(lambda: prepare_data(args, out, log))
     # the others check that they read the same text (their working folders and disks may differ)
-    leader = comm.bcast(comm.on_root(lambda: data_summary(a, data[0], data[1])))
+    leader = comm.bcast(comm.on_root(lambda: data_summary(args, data[0], data[1])))
     corpus, tokenizer, stream, eval_batches = comm.everywhere(
-        lambda: data if comm.is_root else prepare_data(a, out, log, follower=True, leader=leader))
+        lambda: data if comm.is_root else prepare_data(args, out, log, follower=True, leader=leader))
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
-    model = BertForPreTraining(config, seed=a.seed, dtype=a.dtype, device=a.device,
-                               mixed_precision=a.mixed_precision, kernels=a.kernels)
-    opt = AdamW(model.params, lr=a.lr, weight_decay=a.weight_decay, bias_correction=a.bias_correction)
-    scaler = LossScaler() if a.mixed_precision else None
-    identity = run_identity(a, config, corpus.fingerprint(), tokenizer.fingerprint())
+    model = BertForPreTraining(config, seed=args.seed, dtype=args.dtype, device=args.device,
+                               mixed_precision=args.mixed_precision, kernels=args.kernels)
+    opt = AdamW(model.params, lr=args.lr, weight_decay=args.weight_decay, bias_correction=args.bias_correction)
+    scaler = LossScaler() if args.mixed_precision else None
+    identity = run_identity(args, config, corpus.fingerprint(), tokenizer.fingerprint())
     step, window = _restore(comm, checkpoint, model, opt, stream, identity, scaler)
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)   # the same start on every rank, by construction
 
     baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
     # what minibert doctor needs to read the curves (the NSP prior, the pairs, the sizes)
-    comm.on_root(lambda: write_run_facts(out, a, data_facts(a, corpus, tokenizer, stream.dataset, baseline),
+    comm.on_root(lambda: write_run_facts(out, args, data_facts(args, corpus, tokenizer, stream.dataset, baseline),
                                          model_facts(config, model.num_parameters())))
     log(f"corpus: {corpus}")
-    log(f"model: {a.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
-        f"{stream.per_epoch} batches of {a.batch_size} per epoch")
+    log(f"model: {args.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
+        f"{stream.per_epoch} batches of {args.batch_size} per epoch")
     log(f"baselines: MLM loss {baseline:.3f} (the training corpus's unigram frequencies), NSP accuracy 50%")
     unk = unknown_share(eval_batches, tokenizer)
     if unk > 0.05:
-        source = f"--vocab {a.vocab} does not fit this corpus" if a.vocab else \
-            f"--vocab-size {a.vocab_size} is too small for this corpus"
+        source = f"--vocab {args.vocab} does not fit this corpus" if args.vocab else\
+            f"--vocab-size {args.vocab_size} is too small for this corpus"
         log(f"warning: {unk:.0%} of the held-out tokens are [UNK]: {source}; the model learns little "
             f"from text it cannot see")
     if checkpoint:
         log(f"resumed from {checkpoint} at step {step}")
     if comm.size > 1:
-        log(f"data parallel: {comm.size} processes, {a.batch_size // comm.size} of the {a.batch_size} "
+        log(f"data parallel: {comm.size} processes, {args.batch_size // comm.size} of the {args.batch_size} "
             f"sequences of each batch on each")
-    return Run(a, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
+    return Run(args, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
                checkpoint, window, comm)
 
 
@@ -295,18 +295,18 @@ def _restore(comm, checkpoint, model, opt, stream, identity, scaler):
 
 def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
     """The end of a start: the model exported (once all steps are done), the loss curves drawn."""
-    a, out, step, history = run.a, run.out, run.step, run.metrics.history
+    args, out, step, history = run.args, run.out, run.step, run.metrics.history
     final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
     result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=run.model,
                        tokenizer=run.tokenizer, stopped_by=stopped_by)
     # rank 0 writes the model and the plot while the others wait, and a signal now
     # neither cuts the export short nor ends a waiting rank: the run is all but done
     with StopSignal():
-        if step == a.steps:
+        if step == args.steps:
             with writes(step, run.last_ckpt, what=out / "model"):
                 export_dir = run.comm.on_root(lambda: export_model(run.model, run.tokenizer, out))
             log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
-        if a.plot:
+        if args.plot:
             with writes(step, run.last_ckpt, what=out / PLOT_NAME):
                 run.comm.on_root(lambda: plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size))
             log(f"loss curves: {out / PLOT_NAME}")

@@ -20,10 +20,10 @@ from ..textio import write_whole
 from .run_folder import RUN_NAME, VOCAB_NAME
 
 
-def data_facts(a, corpus, tokenizer, dataset, baseline: float | None) -> dict:
-    """The facts of a run's data: ``a`` its ``TrainArgs``, ``dataset`` its training ``PretrainingDataset``."""
+def data_facts(args, corpus, tokenizer, dataset, baseline: float | None) -> dict:
+    """The facts of a run's data: ``args`` its ``TrainArgs``, ``dataset`` its training ``PretrainingDataset``."""
     from .data import split_documents
-    train_docs, held_docs = split_documents(corpus, a.heldout_fraction, a.seed)
+    train_docs, held_docs = split_documents(corpus, args.heldout_fraction, args.seed)
     seen = {_key(d) for d in train_docs.documents}
     return dict(
         vocab_size=tokenizer.vocab_size,
@@ -50,11 +50,11 @@ def _key(document) -> tuple:
     return tuple(document)
 
 
-def write_run_facts(out: Path, a, data: dict, model: dict) -> None:
+def write_run_facts(out: Path, args, data: dict, model: dict) -> None:
     """Add the facts to ``out/run.json``, keeping what it already holds (written whole or not at all).
 
     A resumed run keeps the settings its first start recorded; a ``run.json`` that is gone or
-    unreadable is written again from ``a``, the run's ``TrainArgs``.
+    unreadable is written again from ``args``, the run's ``TrainArgs``.
     """
     path = Path(out) / RUN_NAME
     try:
@@ -62,13 +62,13 @@ def write_run_facts(out: Path, a, data: dict, model: dict) -> None:
         if not isinstance(info, dict):
             raise ValueError("not an object")
     except (OSError, ValueError):
-        info = {"minibert_run": 1, "args": asdict(a)}
+        info = {"minibert_run": 1, "args": asdict(args)}
     info.update(data=data, model=model)
     text = json.dumps(info, indent=2, default=str) + "\n"
     write_whole(path, lambda f: f.write(text.encode()))
 
 
-def facts_from_corpus(args: dict, run_dir: Path) -> dict:
+def facts_from_corpus(settings: dict, run_dir: Path) -> dict:
     """The data facts of a run from before ``run.json`` held them, from its corpus and its ``vocab.txt``.
 
     Nothing is downloaded: WikiText-2 must be in the cache or in the run's ``--data-dir``.
@@ -80,14 +80,14 @@ def facts_from_corpus(args: dict, run_dir: Path) -> dict:
     from .data import split_documents
     from ..corpus import load_corpus
     names = set(TrainArgs.__dataclass_fields__)
-    a = TrainArgs(**{k: v for k, v in args.items() if k in names})
-    vocab = Path(a.vocab) if a.vocab else Path(run_dir) / VOCAB_NAME
+    args = TrainArgs(**{k: v for k, v in settings.items() if k in names})
+    vocab = Path(args.vocab) if args.vocab else Path(run_dir) / VOCAB_NAME
     if not vocab.is_file():
         raise FileNotFoundError(f"its vocabulary {vocab} is not there")
-    corpus = load_corpus(a.corpus, a.corpus_format, data_dir=a.data_dir, download=False)
+    corpus = load_corpus(args.corpus, args.corpus_format, data_dir=args.data_dir, download=False)
     tokenizer = WordPieceTokenizer.from_vocab_file(vocab)
-    train_docs, _ = split_documents(corpus, a.heldout_fraction, a.seed)
-    dataset = build_pretraining_dataset(train_docs, tokenizer, max_seq_length=a.seq_len,
-                                        max_predictions_per_seq=a.max_predictions, dupe_factor=a.dupe_factor,
-                                        seed=a.seed, cache_dir=a.cache_dir)
-    return data_facts(a, corpus, tokenizer, dataset, None)
+    train_docs, _ = split_documents(corpus, args.heldout_fraction, args.seed)
+    dataset = build_pretraining_dataset(train_docs, tokenizer, max_seq_length=args.seq_len,
+                                        max_predictions_per_seq=args.max_predictions, dupe_factor=args.dupe_factor,
+                                        seed=args.seed, cache_dir=args.cache_dir)
+    return data_facts(args, corpus, tokenizer, dataset, None)

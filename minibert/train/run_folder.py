@@ -136,8 +136,8 @@ def lock_run_folder(out: Path) -> _FolderLock:
     return _FolderLock(key)
 
 
-def start_fresh(out: Path, a) -> None:
-    """Make ``out`` the folder of a new run (``a``: its ``TrainArgs``), never replacing files that no run
+def start_fresh(out: Path, args) -> None:
+    """Make ``out`` the folder of a new run (``args``: its ``TrainArgs``), never replacing files that no run
     of ours wrote.
 
     A folder with ``run.json`` holds an earlier run that stopped before its
@@ -146,12 +146,12 @@ def start_fresh(out: Path, a) -> None:
     someone else's files, and the run refuses to start.
     """
     taken = [n for n in OUTPUT_NAMES if (out / n).exists()]
-    if a.vocab is not None and Path(a.vocab).resolve() == (out / VOCAB_NAME).resolve():
+    if args.vocab is not None and Path(args.vocab).resolve() == (out / VOCAB_NAME).resolve():
         taken.remove(VOCAB_NAME)    # the run reads it, and writes the same vocabulary back
     if taken and not (out / RUN_NAME).is_file():
         raise ValueError(f"--out {out} already holds {', '.join(taken)}, which no minibert run wrote "
                          f"and a run would replace; choose another --out")
-    info = {"minibert_run": 1, "args": asdict(a)}
+    info = {"minibert_run": 1, "args": asdict(args)}
     (out / RUN_NAME).write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
 
 
