@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
-from importlib.machinery import SourceFileLoader
 import shutil
 import sys
 from pathlib import Path
@@ -27,7 +25,7 @@ from pathlib import Path
 from . import EXERCISES
 from .grade import add_grade_parser, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
-from .worker import import_message
+from .worker import import_message, source_module
 
 HERE = Path(__file__).resolve().parent
 # what the student copy leaves out: the solutions and the planted mistakes built from them
@@ -50,12 +48,9 @@ def load_module(name: str, source: str = "stubs"):
             return importlib.import_module(f"exercises.{source}.{name}")
         except Exception as exc:
             raise LoadError(import_message(exc, path)) from None
-    modname = f"_exercise_{name}_{abs(hash(str(path)))}"
-    # a source loader named outright: a file saved as gelu.txt or gelu.py.txt is Python all the same
-    spec = importlib.util.spec_from_file_location(modname, path, loader=SourceFileLoader(modname, str(path)))
-    module = importlib.util.module_from_spec(spec)
+    module, loader = source_module(f"_exercise_{name}_{abs(hash(str(path)))}", path)
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except Exception as exc:
         raise LoadError(import_message(exc, path)) from None
     return module

@@ -91,13 +91,9 @@ class _Worker:
         sys.path[:] = [str(p) for p in req["sys_path"]]
         _limit(req["memory"], req["timeout"])
         _watch(req["trace"], req["timeout"])
-        modname = f"_exercise_{req['name']}"
-        # a source loader named outright: a file saved as gelu.txt or gelu.py.txt is Python all the same
-        spec = importlib.util.spec_from_file_location(modname, self.path,
-                                                      loader=SourceFileLoader(modname, str(self.path)))
-        module = importlib.util.module_from_spec(spec)
+        module, loader = source_module(f"_exercise_{req['name']}", self.path)
         try:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)
         except SystemExit:
             raise
         except BaseException as exc:
@@ -176,6 +172,16 @@ class _Worker:
                 raise
             except Exception as exc:       # the worker's own trouble (say, a function deleted)
                 write_frame(self.reply, {"internal": f"{type(exc).__name__}: {exc}"[:500]}, [])
+
+
+def source_module(name: str, path):
+    """A new, empty module for the Python file ``path``, and the loader that runs it into it.
+
+    The source loader is named outright: a file saved as gelu.txt or gelu.py.txt is Python all the same.
+    """
+    loader = SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    return importlib.util.module_from_spec(spec), loader
 
 
 def _can_change(obj) -> bool:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.linear import check_linear, to_half
+from ...ops.linear import check_linear
 from ..blas import gemm
+from ..half import half_linear_backward, half_linear_forward
 
 
 def half_matmul(a, b):
@@ -21,25 +22,20 @@ def half_matmul(a, b):
 
 def linear_forward(x, W, b):
     """``ops.linear_forward``: y = x W^T + b, the bias added per run of rows while they are in cache."""
-    check_linear(x, W, b)
-    out_shape = x.shape[:-1] + (W.shape[0],)
     if W.dtype == np.float16:
-        x16 = to_half(x)
-        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
-        return y.reshape(out_shape), (x16, W)
+        return half_linear_forward(x, W, b, half_matmul)
+    check_linear(x, W, b)
     y = gemm(x.reshape(-1, x.shape[-1]), W.T, b)
-    return y.reshape(out_shape), (x, W)
+    return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
 
 
 def linear_backward(dy, cache):
     """``ops.linear_backward``: dx = dy W and dW = dy^T x by ``gemm``; db summed as there."""
     x, W = cache
+    if W.dtype == np.float16:
+        return half_linear_backward(dy, cache, half_matmul)
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
-    if W.dtype == np.float16:
-        dy16 = to_half(dy2)
-        dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
-        return dx, half_matmul(dy16.T, x2).astype(dy.dtype), dy2.sum(axis=0)
     dx = gemm(dy2, W).reshape(x.shape)
     dW = gemm(dy2.T, x2)
     db = dy2.sum(axis=0)

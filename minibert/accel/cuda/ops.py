@@ -42,7 +42,7 @@ from ...ops.activations import GeluCache
 from ...ops.attention import check_attention, dead_sequences
 from ...ops.common import get_array_module
 from ...ops.layernorm import LayerNormCache, check_layernorm
-from ...ops.linear import check_linear, to_half
+from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .kernels import applies
 
@@ -57,21 +57,14 @@ def linear_forward(x, W, b):
     """``ops.linear_forward``, with the GPU's own float16 product in mixed precision."""
     if W.dtype != np.float16:
         return ref.linear_forward(x, W, b)
-    check_linear(x, W, b)
-    x16 = to_half(x)
-    y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
-    return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
+    return half_linear_forward(x, W, b, half_matmul)
 
 
 def linear_backward(dy, cache):
     """``ops.linear_backward``, with the GPU's own float16 product in mixed precision."""
-    x, W = cache
-    if W.dtype != np.float16:
+    if cache[1].dtype != np.float16:
         return ref.linear_backward(dy, cache)
-    dy2 = to_half(dy.reshape(-1, dy.shape[-1]))
-    dx = half_matmul(dy2, W).astype(dy.dtype).reshape(x.shape)
-    dW = half_matmul(dy2.T, x.reshape(-1, x.shape[-1])).astype(dy.dtype)
-    return dx, dW, dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+    return half_linear_backward(dy, cache, half_matmul)
 
 
 # ------------------------------------------------------------------------ layernorm

@@ -1,0 +1,28 @@
+"""The linear layer in mixed precision, for the fast sets of ops, given their own float16 product.
+
+``ops.linear`` defines it with the reference's ``half_matmul``; the CPU kernels
+run the same steps with a blocked float32 product, the GPU's with cuBLAS's
+float16 one.  Only the product differs, so the steps are written once here.
+"""
+from __future__ import annotations
+
+from ..ops.linear import check_linear, to_half
+
+
+def half_linear_forward(x, W, b, half_matmul):
+    """``ops.linear_forward`` for a float16 ``W``: x rounded to float16 (and kept for the backward),
+    the product by ``half_matmul``, y back in b's dtype with the bias added."""
+    check_linear(x, W, b)
+    x16 = to_half(x)
+    y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
+    return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
+
+
+def half_linear_backward(dy, cache, half_matmul):
+    """``ops.linear_backward`` for a float16 ``W``: both products take dy rounded to float16."""
+    x, W = cache
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    dy16 = to_half(dy2)
+    dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
+    dW = half_matmul(dy16.T, x.reshape(-1, x.shape[-1])).astype(dy.dtype)
+    return dx, dW, dy2.sum(axis=0)
