@@ -7,6 +7,7 @@ for it forever in the next collective.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 from ..launcher import launched_rank
@@ -19,7 +20,24 @@ def abort_on_crash() -> None:
     if comm.size > 1:
         import traceback
         traceback.print_exc()
-        comm.comm.Abort(1)
+        _abort(comm, 1)
+
+
+def _abort(comm, status: int) -> None:
+    """End the whole job, once what this process printed has left it.
+
+    An abort makes the launcher end every process at once: a line still in this process's
+    buffer, or not yet forwarded by the launcher, would be lost with it (a rank's one-line
+    error came out empty now and then). So stdout and stderr are flushed, and the launcher
+    given a moment to pass them on, first.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    time.sleep(0.5)
+    comm.comm.Abort(status)
 
 
 def leave(exc: BaseException, report, status: int) -> int:
@@ -46,7 +64,7 @@ def leave(exc: BaseException, report, status: int) -> int:
         MPI.Finalize()
         return status
     report(f"(rank {comm.rank} of {comm.size}) {exc}")
-    comm.comm.Abort(status)
+    _abort(comm, status)
     return status
 
 
@@ -68,5 +86,5 @@ def interrupted(status: int, report) -> int:
         report(f"(rank {comm.rank} of {comm.size}) ")
     else:
         report("")
-    comm.comm.Abort(status)
+    _abort(comm, status)
     return status
