@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minibert.data import build_pretraining_dataset, load_wikitext2, tokenize_corpus  # noqa: E402
-from minibert.tokenizer import WordPieceTokenizer  # noqa: E402
+from minibert.data.tokenizer import WordPieceTokenizer  # noqa: E402
 
 
 def default_wikitext() -> Path:

@@ -76,7 +76,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NU
 def config_dict(preset, vocab_size, dropout):
     """The preset's hyper-parameters as a dict both libraries accept."""
     sys.path.insert(0, str(ROOT))
-    from minibert.config import BertConfig
+    from minibert.model.config import BertConfig
     c = BertConfig.from_preset(preset, vocab_size=vocab_size, hidden_dropout_prob=dropout,
                                attention_probs_dropout_prob=dropout)
     return c.to_dict()
@@ -426,7 +426,7 @@ def profile(args):
     """Per-function time of minibert's step: every op the model calls (its set of ops, ``model.ops``)
     and AdamW.step are wrapped with a timer (exclusive time: a call's own time minus
     that of the wrapped functions it calls); what is left of the step is the glue in
-    model.py (reshapes, residual adds, gathers)."""
+    the model (model/: reshapes, residual adds, gathers)."""
     for var in THREAD_VARS:  # only effective when set before numpy is imported
         os.environ.setdefault(var, str(args.threads))
     import numpy as np
@@ -496,7 +496,7 @@ def profile(args):
             step_times.append(time.perf_counter() - t0)
     total = sum(step_times) / args.reps
     rows = sorted(((v / args.reps, k) for k, v in totals.items()), reverse=True)
-    rows.append((total - sum(v for v, _ in rows), "glue in model.py (gathers, residual adds, reshapes)"))
+    rows.append((total - sum(v for v, _ in rows), "glue in model/ (gathers, residual adds, reshapes)"))
     print(f"# minibert {args.profile}, {args.device}, T={args.seq_len}, B={args.batch}, {args.dtype}, "
           f"{args.threads} threads: {1e3 * total:.1f} ms per step (mean of {args.reps})")
     print("| function | ms / step | % |")

@@ -19,7 +19,7 @@ import numpy as np
 from minibert import ops as L
 from minibert.gradcheck import max_rel_error
 from minibert.optim import AdamW
-from minibert.params import ParamSpec, ParamStore
+from minibert.model.params import ParamSpec, ParamStore
 
 from .harness import (Abort, Forward, Report, as_array, call, call_each, call_watched, compare, diagnose, fresh,
                       grad_check, try_call)

@@ -2,8 +2,7 @@
 from .launcher import start_mpi_if_launched
 
 start_mpi_if_launched()   # under mpiexec -n N, first of all (see launcher.py); otherwise nothing
-from .config import BertConfig, PRESETS
-from .model import BertModel, BertForPreTraining, BertOutput, PreTrainingOutput
+from .model import PRESETS, BertConfig, BertForPreTraining, BertModel, BertOutput, PreTrainingOutput
 from . import accel, gradcheck, ops
 
 __version__ = "0.1.0"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 
 def train_tokenizer(ns) -> int:
-    from .corpus import load_corpus
-    from .tokenizer import train_wordpiece
-    from .wordpiece_trainer import check_vocab_size_option
+    from .data.corpus import load_corpus
+    from .data.tokenizer import train_wordpiece
+    from .data.wordpiece_trainer import check_vocab_size_option
     check_vocab_size_option(ns.vocab_size)
     out = Path(ns.out)
     replaces = _check_vocab_out(out, ns.corpus)
@@ -51,7 +51,7 @@ def _check_vocab_out(out: Path, corpus: str) -> bool:
         return False
     if Path(corpus).exists() and out.resolve() == Path(corpus).resolve():
         raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
-    from .vocab import UNK, load_vocab
+    from .data.vocab import UNK, load_vocab
     try:
         is_vocab = UNK in load_vocab(out)
     except (ValueError, OSError):
@@ -63,7 +63,7 @@ def _check_vocab_out(out: Path, corpus: str) -> bool:
 
 
 def fill_mask(ns) -> int:
-    from .inference import fill_mask as predict, load_for_fill_mask
+    from .model.inference import fill_mask as predict, load_for_fill_mask
     if ns.top_k < 1:
         raise ValueError(f"--top-k must be at least 1, got {ns.top_k}")
     model, tokenizer, note = load_for_fill_mask(ns.model_dir, device=ns.device)

@@ -120,7 +120,7 @@ def _written_by_a_run(name: str) -> bool:
 
 def _old_demo_run(out: Path) -> bool:
     """A run folder whose newest checkpoint has the demo's settings (a demo from before the marker)."""
-    from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+    from .train.checkpoint_files import CheckpointError, latest_checkpoint, load_checkpoint
     path = latest_checkpoint(out)
     if path is None:
         return False

@@ -54,7 +54,7 @@ def kernel_data_dir() -> str:
     """A data folder for the kernels that already holds BERT's vocab.txt, as a student's has
     after notebook 1 ran once online: the suite runs offline, and the test package that ships
     the file is one the kernels may not import."""
-    from minibert.bert_vocab import FILE, bert_uncased_vocab
+    from minibert.data.bert_vocab import FILE, bert_uncased_vocab
     folder = Path(tempfile.mkdtemp(prefix="minibert-kernel-data-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     try:

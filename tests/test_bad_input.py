@@ -200,7 +200,7 @@ def test_numpy_numbers_are_numbers():
 
 # ------------------------------------------------ data, tokenizer training, optimiser, checkpoints
 def test_a_corpus_of_strings_is_refused_not_cut_into_characters():
-    from minibert.corpus import Corpus
+    from minibert.data.corpus import Corpus
     with pytest.raises(TypeError, match=r"documents\[0\] has type str; each document must be a list"):
         Corpus("mine", ["The quick brown fox. It jumps.", "A cat sat."])
     with pytest.raises(TypeError, match="must be a list of documents"):
@@ -211,7 +211,7 @@ def test_a_corpus_of_strings_is_refused_not_cut_into_characters():
 
 
 def test_train_wordpiece_refuses_a_path_in_a_list_and_a_bad_num_unused(tmp_path, monkeypatch):
-    from minibert.tokenizer import train_wordpiece
+    from minibert.data.tokenizer import train_wordpiece
     f = tmp_path / "corpus.txt"
     f.write_text("hello world")
     with pytest.raises(ValueError, match="the path of a file.*pathlib.Path"):
@@ -225,7 +225,7 @@ def test_train_wordpiece_refuses_a_path_in_a_list_and_a_bad_num_unused(tmp_path,
 
 
 def test_train_wordpiece_warns_when_the_vocabulary_cannot_hold_the_characters():
-    from minibert.tokenizer import train_wordpiece
+    from minibert.data.tokenizer import train_wordpiece
     with pytest.warns(UserWarning, match="holds only 6 of the 28 character pieces"):
         tok = train_wordpiece(["abcdefghijklmnopqrstuvwxyz hello world"], 110)
     assert tok.tokenize("hello world") == ["[UNK]", "[UNK]"]           # what the warning is about
@@ -296,7 +296,7 @@ def test_the_schedule_refuses_what_it_cannot_mean():
 def test_foreign_files_are_not_checkpoints(tmp_path):
     import json
     import zipfile
-    from minibert.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from minibert.train.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
     np.save(tmp_path / "a.npy", np.zeros(3))
     np.savez(tmp_path / "b.npz", __meta__=np.frombuffer(json.dumps("hello").encode(), dtype=np.uint8))
     with zipfile.ZipFile(tmp_path / "c.npz", "w") as f:
@@ -310,7 +310,7 @@ def test_foreign_files_are_not_checkpoints(tmp_path):
 
 
 def test_old_mac_line_ends_separate_lines(tmp_path):
-    from minibert.corpus import read_bert_format
+    from minibert.data.corpus import read_bert_format
     f = tmp_path / "cr.txt"
     f.write_bytes(b"a b.\rc d.\r\re f.\r")
     assert read_bert_format(f).documents == [["a b.", "c d."], ["e f."]]
@@ -318,7 +318,7 @@ def test_old_mac_line_ends_separate_lines(tmp_path):
 
 def test_a_builtin_corpus_cache_that_is_not_documents_is_rebuilt(tmp_path):
     import json
-    from minibert import builtin_corpus as bc
+    from minibert.data import builtin_corpus as bc
     key = bc._cache_key()
     good = None
     for bad in ([1, 2, 3], "text", [[1, 2], [3]], [["one sentence"]], {"a": 1}):
@@ -331,10 +331,10 @@ def test_a_builtin_corpus_cache_that_is_not_documents_is_rebuilt(tmp_path):
 
 
 def test_batching_and_masking_arguments_are_checked():
-    from minibert.instances import TrainingInstance
-    from minibert.masking import mask_tokens
-    from minibert.pretraining_data import PretrainingDataset
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.data.instances import TrainingInstance
+    from minibert.data.masking import mask_tokens
+    from minibert.data.pretraining_data import PretrainingDataset
+    from minibert.data.tokenizer import WordPieceTokenizer
     tok = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"])
     inst = TrainingInstance(["a", "b"], ["c"], False)
     data = PretrainingDataset([inst, inst], tok, max_seq_length=8)
@@ -372,7 +372,7 @@ def test_hub_folders_index_and_config_oddities(tmp_path):
 
 def test_clip_norm_and_dupe_factor_types():
     from minibert.optim import clip_grad_norm
-    from minibert.instances import create_training_instances
+    from minibert.data.instances import create_training_instances
     m = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=50, max_position_embeddings=8))
     with pytest.raises(ValueError, match="max_norm must be a positive finite number"):
         clip_grad_norm(m.params, "1")

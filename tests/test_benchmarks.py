@@ -24,7 +24,7 @@ def test_bench_step_profile_smoke_accounts_for_the_step():
                           "--batch", "2", "--seq-len", "16", "--reps", "1", "--warmup", "1",
                           "--vocab-size", "500"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "layernorm_forward" in res.stdout and "AdamW.step" in res.stdout and "glue in model.py" in res.stdout
+    assert "layernorm_forward" in res.stdout and "AdamW.step" in res.stdout and "glue in model/" in res.stdout
 
 
 def test_bench_step_smoke_in_mixed_precision():

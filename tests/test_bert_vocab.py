@@ -6,8 +6,8 @@ import hashlib
 import pytest
 
 from data_helpers import bert_vocab_path
-from minibert import bert_vocab
-from minibert.bert_vocab import BERT_UNCASED_VOCAB_SHA256, bert_uncased_vocab
+from minibert.data import bert_vocab
+from minibert.data.bert_vocab import BERT_UNCASED_VOCAB_SHA256, bert_uncased_vocab
 
 
 @pytest.fixture

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from data_helpers import bert_vocab_path, wikitext_dir
-from minibert import builtin_corpus as builtin_module
-from minibert import wikitext
-from minibert.corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
+from minibert.data import builtin_corpus as builtin_module
+from minibert.data import wikitext
+from minibert.data.corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
 from minibert.constants import IGNORE_INDEX
-from minibert.instances import TrainingInstance, create_training_instances, truncate_seq_pair
-from minibert.masking import mask_tokens
-from minibert.pretraining_data import PretrainingDataset, build_pretraining_dataset
-from minibert.token_cache import cache_path, tokenize_corpus
-from minibert.tokenizer import WordPieceTokenizer, train_wordpiece
+from minibert.data.instances import TrainingInstance, create_training_instances, truncate_seq_pair
+from minibert.data.masking import mask_tokens
+from minibert.data.pretraining_data import PretrainingDataset, build_pretraining_dataset
+from minibert.data.token_cache import cache_path, tokenize_corpus
+from minibert.data.tokenizer import WordPieceTokenizer, train_wordpiece
 
 
 @pytest.fixture(autouse=True)

@@ -169,7 +169,7 @@ def wait_for_checkpoints(out: Path, proc: subprocess.Popen, count=2, timeout=90)
 
 
 def test_kill_9_of_one_rank_ends_the_job_and_leaves_the_last_checkpoint_whole(tmp_path):
-    from minibert.checkpoint import latest_checkpoint, load_checkpoint
+    from minibert.train.checkpoint_files import latest_checkpoint, load_checkpoint
     from minibert.train import check_complete
     out = tmp_path / "run"
     proc = start_long_job(out)
@@ -191,7 +191,7 @@ def test_kill_9_of_one_rank_ends_the_job_and_leaves_the_last_checkpoint_whole(tm
 
 
 def test_sigterm_to_mpiexec_saves_once_and_the_run_resumes(tmp_path):
-    from minibert.checkpoint import checkpoint_step, latest_checkpoint
+    from minibert.train.checkpoint_files import checkpoint_step, latest_checkpoint
     out = tmp_path / "run"
     proc = start_long_job(out)
     try:

@@ -36,7 +36,7 @@ def two_folders(tmp_path, corpus_file, corpus_b=None, vocab_b=None):
     text = corpus_file.read_text()
     vocab = None
     if vocab_b is not None:
-        from minibert.tokenizer import train_wordpiece
+        from minibert.data.tokenizer import train_wordpiece
         vocab = "".join(t + "\n" for t in train_wordpiece(text.split("\n\n"), 1000).vocab)
     for name, corpus, vocab_text in (("A", text, vocab), ("B", corpus_b or text, vocab_b and vocab_b(vocab))):
         folder = tmp_path / name

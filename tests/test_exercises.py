@@ -177,7 +177,7 @@ def test_make_student_leaves_the_solutions_out(tmp_path):
 # ---------------------------------------------------------------- against the references
 def test_mlm_rule_matches_minibert_data_module():
     """The exercise's count of predictions is the one minibert's data pipeline uses."""
-    pd = pytest.importorskip("minibert.pretraining_data", reason="data module not importable yet")
+    pd = pytest.importorskip("minibert.data.pretraining_data", reason="data module not importable yet")
     from exercises.checks import _expected_predictions
     rng = np.random.default_rng(0)
     for n in (3, 9, 20, 43, 80, 128, 200):

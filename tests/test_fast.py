@@ -349,7 +349,7 @@ def test_model_step_with_and_without_fast_paths(rng):
 @pytest.mark.parametrize("wd", [0.01, 0.0])
 def test_adamw_fast_equals_reference_bit_for_bit(rng, wd):
     from minibert.optim import AdamW
-    from minibert.params import ParamSpec, ParamStore
+    from minibert.model.params import ParamSpec, ParamStore
     # a decayed group that ends inside a block, several blocks, three steps
     specs = [ParamSpec("a.weight", (70, 53), "normal", True), ParamSpec("a.bias", (70,), "zeros", False),
              ParamSpec("b.weight", (33, 41), "normal", True), ParamSpec("LayerNorm.weight", (41,), "ones", False)]

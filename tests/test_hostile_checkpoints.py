@@ -8,8 +8,8 @@ import pytest
 
 import minibert as mb
 from minibert.cli import main
-from minibert.inference import fill_mask
-from minibert.vocab import bert_special_layout
+from minibert.model.inference import fill_mask
+from minibert.data.vocab import bert_special_layout
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

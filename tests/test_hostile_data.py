@@ -24,7 +24,7 @@ def _cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def documents():
     """60 documents of real prose, each a list of sentences."""
-    from minibert.builtin_corpus import builtin_corpus
+    from minibert.data.builtin_corpus import builtin_corpus
     return builtin_corpus(cache_dir=False).documents[:60]
 
 
@@ -63,7 +63,7 @@ def truncate_step_by_step(tokens_a, tokens_b, max_num_tokens, rng):
 
 
 def test_truncating_a_400k_token_pair_is_fast_and_cuts_as_step_by_step():
-    from minibert.instances import truncate_seq_pair
+    from minibert.data.instances import truncate_seq_pair
     a, b = [f"a{i}" for i in range(300_000)], [f"b{i}" for i in range(100_000)]
     expected = truncate_step_by_step(a, b, 125, np.random.default_rng(7))
     rng = np.random.default_rng(7)
@@ -78,7 +78,7 @@ def test_truncating_a_400k_token_pair_is_fast_and_cuts_as_step_by_step():
 
 
 def test_truncation_matches_step_by_step_on_every_small_case():
-    from minibert.instances import truncate_seq_pair
+    from minibert.data.instances import truncate_seq_pair
     cases = [(la, lb, m) for la in range(9) for lb in range(9) for m in range(0, 14, 3)]
     for k, (la, lb, m) in enumerate(cases):
         a, b = list(range(la)), list(range(100, 100 + lb))
@@ -108,7 +108,7 @@ def test_a_line_without_line_breaks_is_reported_and_does_not_hang(documents, tmp
 
 
 def test_creating_instances_warns_about_a_sentence_of_thousands_of_tokens():
-    from minibert.instances import create_training_instances
+    from minibert.data.instances import create_training_instances
     docs = [[["w"] * 5000, ["x"] * 3], [["y"] * 4, ["z"] * 2]]
     with pytest.warns(UserWarning, match=r"1 sentence\(s\) of more than 1,000 tokens \(the longest has 5,000"):
         create_training_instances(docs, max_seq_length=16)
@@ -134,7 +134,7 @@ def test_a_dupe_factor_that_cannot_fit_is_refused_before_any_work(documents, tmp
 
 
 def test_the_memory_estimate_counts_tokens_times_passes(monkeypatch):
-    from minibert import memory_budget as mem, pretraining_data as pd
+    from minibert.data import memory_budget as mem, pretraining_data as pd
     docs = [[["w"] * 10] * 10, [["v"] * 10] * 10]                 # 200 tokens
     monkeypatch.setattr(mem, "available_memory", lambda: (200 * mem.BYTES_PER_INSTANCE_TOKEN * 50, True))
     assert len(pd.create_training_instances(docs, 32, dupe_factor=50)) > 0
@@ -146,7 +146,7 @@ def test_the_memory_estimate_counts_tokens_times_passes(monkeypatch):
 
 
 def test_free_memory_falls_back_to_an_assumption(monkeypatch):
-    from minibert import memory_budget as mem
+    from minibert.data import memory_budget as mem
     free, measured = mem.available_memory()
     assert free > 0 and isinstance(measured, bool)
     monkeypatch.setattr(mem, "_read_int", lambda *a: None)
@@ -162,7 +162,7 @@ def test_free_memory_falls_back_to_an_assumption(monkeypatch):
 def small_model_dir(tmp_path_factory):
     """A tiny untrained model of 16 positions, saved as `minibert pretrain` saves one."""
     import minibert as mb
-    from minibert.tokenizer import train_wordpiece
+    from minibert.data.tokenizer import train_wordpiece
     tok = train_wordpiece(["word after word"] * 5, vocab_size=120)
     model = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=tok.vocab_size,
                                                             max_position_embeddings=16))
@@ -213,7 +213,7 @@ def test_a_vocab_size_too_small_is_advised_in_command_line_terms(documents, tmp_
 
 
 def test_whitespace_around_a_vocab_token_is_named_with_its_line(tmp_path, capsys):
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.data.tokenizer import WordPieceTokenizer
     path = tmp_path / "vocab.txt"
     path.write_text("[PAD]  \n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"vocab.txt, line 1: token '\[PAD\]  ' has 2 trailing spaces.*"
@@ -227,7 +227,7 @@ def test_whitespace_around_a_vocab_token_is_named_with_its_line(tmp_path, capsys
 
 
 def test_an_empty_vocab_line_is_refused_with_its_number(tmp_path):
-    from minibert.tokenizer import load_vocab
+    from minibert.data.tokenizer import load_vocab
     path = tmp_path / "vocab.txt"
     path.write_text("[PAD]\n[UNK]\n\n[CLS]\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"vocab.txt, line 3: the line is empty; .*no blank lines"):
@@ -247,7 +247,7 @@ PEER_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "
 
 
 def test_a_tokenizer_only_vocabulary_tokenizes():
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.data.tokenizer import WordPieceTokenizer
     tok = WordPieceTokenizer(PEER_VOCAB)
     assert tok.tokenize("unwanted running") == ["un", "##want", "##ed", "runn", "##ing"]
     assert tok.tokenize_to_ids("unwanted running") == [7, 4, 5, 8, 9]
@@ -260,9 +260,9 @@ def test_a_tokenizer_only_vocabulary_tokenizes():
 
 
 def test_padding_and_masking_name_the_missing_token(small_model_dir):
-    from minibert.pretraining_data import PretrainingDataset, TrainingInstance, build_pretraining_dataset
-    from minibert.corpus import Corpus
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.data.pretraining_data import PretrainingDataset, TrainingInstance, build_pretraining_dataset
+    from minibert.data.corpus import Corpus
+    from minibert.data.tokenizer import WordPieceTokenizer
     from minibert.train import fill_mask
     tok = WordPieceTokenizer(PEER_VOCAB, source="peer vocabulary")
     with pytest.raises(ValueError, match=r"peer vocabulary: no \[PAD\] token in the vocabulary, which "
@@ -295,7 +295,7 @@ def test_pretrain_with_a_tokenizer_only_vocabulary_fails_in_one_line(documents, 
 def test_save_vocabulary_is_whole_or_not_at_all(tmp_path, monkeypatch):
     # a full disk while vocab.txt is rewritten (a --resume) must leave the old file as it was
     import builtins
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.data.tokenizer import WordPieceTokenizer
     old = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
     path = old.save_vocabulary(tmp_path)
     before = path.read_bytes()

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minibert.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint
+from minibert.train.checkpoint_files import checkpoint_step, latest_checkpoint, load_checkpoint
 from minibert.train import TrainArgs, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import minibert.train.loop as train_module   # where pretrain looks up the names patched here
-from minibert.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from minibert.train.checkpoint_files import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from minibert.cli import main
 from minibert.train import TrainArgs, TrainingError, pretrain
 from conftest import hold_lock_elsewhere
@@ -239,7 +239,7 @@ def no_space():
 def test_a_full_disk_at_a_checkpoint_keeps_the_last_good_one(corpus_file, tmp_path, monkeypatch, capsys,
                                                              uninterrupted):
     a = small_args(corpus_file, tmp_path / "run")
-    from minibert import checkpoint as checkpoint_module
+    from minibert.train import checkpoint_files as checkpoint_module
     real_write, calls = checkpoint_module._write_npz, []
 
     def write_on_a_full_disk(file, arrays):          # the third checkpoint (step 9) fills the disk
@@ -358,7 +358,7 @@ def test_a_real_full_disk(corpus_file, tmp_path, once):
 import json
 from pathlib import Path
 from minibert.cli import main
-from minibert.checkpoint import list_checkpoints, load_checkpoint
+from minibert.train.checkpoint_files import list_checkpoints, load_checkpoint
 out, ballast = Path({a.out!r}), Path({str(disk)!r}) / "ballast"
 ballast.write_bytes(bytes({size}))
 code = main({as_command(a)!r})

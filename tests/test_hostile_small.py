@@ -12,7 +12,7 @@ import pytest
 import minibert as mb
 from minibert.cli import main
 from minibert.train import TrainArgs, pretrain
-from minibert.vocab import bert_special_layout
+from minibert.data.vocab import bert_special_layout
 
 
 @pytest.fixture(autouse=True)
@@ -146,8 +146,8 @@ def test_a_stop_at_behind_the_checkpoint_is_refused(corpus_file, tmp_path, capsy
 
 def test_fill_mask_checks_top_k_and_text_and_names_a_lowercase_mask(wide_model):
     # top_k=0 gave [[]], -1 every token but one, 2.5 a TypeError from a slice; [mask] said only "no [MASK]"
-    from minibert.inference import fill_mask
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.model.inference import fill_mask
+    from minibert.data.tokenizer import WordPieceTokenizer
     model = mb.BertForPreTraining.from_pretrained(wide_model)
     tokenizer = WordPieceTokenizer.from_vocab_file(wide_model / "vocab.txt")
     for bad in (0, -1, 2.5, True):

@@ -188,7 +188,7 @@ def test_mixed_training_run_tracks_float32_and_resumes_bit_identically(corpus_fi
     rows = [json.loads(l) for l in (tmp_path / "once" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["loss_scale"] == 2.0 ** 16 and r["skipped_steps"] == 0 for r in rows if r["kind"] == "train")
     # a float32 run's checkpoints do not resume as a mixed run
-    from minibert.checkpoint import CheckpointError
+    from minibert.train.checkpoint_files import CheckpointError
     with pytest.raises(CheckpointError, match="mixed_precision"):
         pretrain(small_args(corpus_file, tmp_path / "f32", mixed_precision=True, resume=True, steps=12), **quiet)
 

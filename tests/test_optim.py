@@ -4,7 +4,7 @@ import pytest
 
 import minibert as mb
 from minibert.optim import AdamW, clip_grad_norm, linear_warmup_decay
-from minibert.params import ParamSpec, ParamStore
+from minibert.model.params import ParamSpec, ParamStore
 from conftest import padded_batch
 
 torch = pytest.importorskip("torch", reason="needs torch==2.13.0 (pip install -e '.[test]')")

@@ -3,7 +3,7 @@
 Everything the course quotes (counts, vocabularies, losses) grows from the built-in
 corpus, which is read from the running Python's standard library. Each CPython
 release edits some of that prose, so minibert takes only the sentences its manifest
-lists (``minibert/builtin_corpus.manifest``): those every supported version has word
+lists (``minibert/data/builtin_corpus.manifest``): those every supported version has word
 for word. These tests check that this holds here and under every other supported
 Python this machine has, so a change that lets the corpus depend on the version again
 fails ``make test`` before it reaches a student.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from minibert import builtin_corpus as bc
+from minibert.data import builtin_corpus as bc
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED = ((3, 11), (3, 12), (3, 13))          # the Makefile picks one of these; requires-python >= 3.11
@@ -31,7 +31,7 @@ SUPPORTED = ((3, 11), (3, 12), (3, 13))          # the Makefile picks one of the
 # Under another interpreter: the corpus and the basic tokenizer's words (which depend on the
 # Unicode tables of that Python's unicodedata), imported without NumPy or an installed minibert.
 PROBE = """
-from minibert.basic_tokenizer import BasicTokenizer
+from minibert.data.basic_tokenizer import BasicTokenizer
 import hashlib, warnings
 warnings.simplefilter("error")          # a missing sentence is a failure here, not a note
 corpus = bc.builtin_corpus(cache_dir=False)
@@ -163,7 +163,7 @@ def test_a_notebook_kernel_cannot_import_a_test_only_package(tmp_path, monkeypat
     assert not {"numpy", "scipy", "matplotlib", "minibert", "mpi4py", "safetensors"} & blocked
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import numpy, matplotlib, minibert\nprint('library ok')\n"
-                                  "from minibert.bert_vocab import bert_uncased_vocab\n"
+                                  "from minibert.data.bert_vocab import bert_uncased_vocab\n"
                                   "print(bert_uncased_vocab(download=False))"),
         nbformat.v4.new_code_cell("import transformers"),
     ])

@@ -161,3 +161,52 @@ def test_the_architecture_page_names_every_module():
         if str(rel.as_posix()) not in page:
             missing.append(rel.as_posix())
     assert not missing, f"docs/ARCHITECTURE.md does not name {sorted(set(missing))}"
+
+
+# The packages are layers (docs/ARCHITECTURE.md): each may import only the layers below it.
+# "shared" is the top-level modules every layer uses (checks, constants, paths, backend, ...);
+# "commands" the command line and the demo, which may import anything.
+LAYERS = {
+    "ops": {"shared"},
+    "accel": {"ops", "shared"},
+    "data": {"shared"},
+    "model": {"ops", "accel", "shared"},
+    "train": {"model", "data", "ops", "accel", "shared"},
+    "shared": {"ops", "accel"},          # kernels.py chooses between ops and accel
+}
+COMMANDS = {"minibert", "minibert.__main__", "minibert.cli", "minibert.commands", "minibert.demo"}
+# the imports across the layers that are allowed: fill-mask turns text into ids; the ranks of a
+# data-parallel job compare minibert's version
+CROSSINGS = {("minibert.model.inference", "minibert.data.tokenizer"), ("minibert.train.dist", "minibert")}
+
+
+def layer_of(module: str) -> str:
+    if module in COMMANDS:
+        return "commands"
+    package = module.split(".")[1]
+    return package if (PACKAGE / package).is_dir() and package in LAYERS else "shared"
+
+
+def layer_violations(graph):
+    bad = []
+    for module, deps in graph.items():
+        layer = layer_of(module)
+        if layer == "commands":
+            continue
+        for dep in deps:
+            other = layer_of(dep)
+            if other != layer and other not in LAYERS[layer] and (module, dep) not in CROSSINGS:
+                bad.append(f"{module} ({layer}) imports {dep} ({other})")
+    return sorted(bad)
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    bad = layer_violations(import_graph())
+    assert not bad, "imports against the layers of docs/ARCHITECTURE.md:\n" + "\n".join(bad)
+
+
+def test_the_layer_check_sees_a_wrong_import():
+    graph = {"minibert.data.masking": {"minibert.model.bert"}, "minibert.ops.linear": {"minibert.accel.blas"},
+             "minibert.train.loop": {"minibert.data.masking"}}
+    assert layer_violations(graph) == ["minibert.data.masking (data) imports minibert.model.bert (model)",
+                                       "minibert.ops.linear (ops) imports minibert.accel.blas (accel)"]

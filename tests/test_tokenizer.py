@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from data_helpers import bert_vocab_path, wikitext_dir
-from minibert.basic_tokenizer import BasicTokenizer, is_control, is_punctuation, is_whitespace
-from minibert.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer, load_vocab, train_wordpiece
+from minibert.data.basic_tokenizer import BasicTokenizer, is_control, is_punctuation, is_whitespace
+from minibert.data.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer, load_vocab, train_wordpiece
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minibert.checkpoint import list_checkpoints, load_checkpoint
+from minibert.train.checkpoint_files import list_checkpoints, load_checkpoint
 from minibert.cli import main
 from minibert.train import TrainArgs, TrainingError, pretrain
 from conftest import hold_lock_elsewhere
@@ -374,7 +374,7 @@ def test_accumulation_averages_the_micro_batch_gradients(corpus_file, tmp_path, 
 
 
 def test_a_cased_vocabulary_is_used_cased(tmp_path):
-    from minibert.tokenizer import WordPieceTokenizer, train_wordpiece
+    from minibert.data.tokenizer import WordPieceTokenizer, train_wordpiece
     text = ["The Python Software Foundation"] * 5 + ["the python software foundation"] * 5
     path = train_wordpiece(text, vocab_size=200, do_lower_case=False).save_vocabulary(tmp_path)
     tok = WordPieceTokenizer.from_vocab_file(path)
@@ -415,7 +415,7 @@ def test_fill_mask_and_train_tokenizer_messages(corpus_file, tmp_path, capsys):
 
 def test_a_truncated_mask_is_named(tmp_path):
     import minibert as mb
-    from minibert.tokenizer import train_wordpiece
+    from minibert.data.tokenizer import train_wordpiece
     from minibert.train import fill_mask
     tok = train_wordpiece(["word after word"] * 5, vocab_size=120)
     model = mb.BertForPreTraining(mb.BertConfig.from_preset("tiny", vocab_size=tok.vocab_size,
@@ -485,7 +485,7 @@ def test_poisoned_weights_name_the_last_good_checkpoint(corpus_file, tmp_path):
 
 
 def test_checkpoints_past_step_99_999_999_are_found_in_order(tmp_path):
-    from minibert.checkpoint import checkpoint_path
+    from minibert.train.checkpoint_files import checkpoint_path
     for step in (99_999_999, 100_000_001, 7):
         checkpoint_path(tmp_path, step).write_bytes(b"")
     assert [p.name for p in list_checkpoints(tmp_path)] == [
@@ -494,7 +494,7 @@ def test_checkpoints_past_step_99_999_999_are_found_in_order(tmp_path):
 
 def test_a_checkpoint_of_an_earlier_identity_version_is_refused_in_one_line(corpus_file, tmp_path):
     # written before the held-out settings were part of a run's identity: no run of today continues it
-    from minibert.checkpoint import CheckpointError, save_checkpoint
+    from minibert.train.checkpoint_files import CheckpointError, save_checkpoint
     out = tmp_path / "r"
     kw = dict(steps=4, save_every=2, heldout_fraction=0.2, eval_instances=16)
     pretrain(small_args(corpus_file, out, stop_at=2, **kw), log=lambda *a: None)

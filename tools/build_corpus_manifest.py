@@ -1,4 +1,4 @@
-"""Make minibert/builtin_corpus.manifest: the sentences every given CPython shares.
+"""Make minibert/data/builtin_corpus.manifest: the sentences every given CPython shares.
 
     python tools/build_corpus_manifest.py python3.13 python3.12 python3.11 /usr/bin/python3 ...
 
@@ -27,22 +27,22 @@ SNIPPET = f"""
 import json, sys, types
 package = types.ModuleType("minibert"); package.__path__ = [{str(ROOT / 'minibert')!r}]
 sys.modules["minibert"] = package
-from minibert import builtin_corpus as bc
+from minibert.data import builtin_corpus as bc
 {{body}}
 """
 
 
 def run_under(python: str, body: str) -> str:
-    """Run ``body`` under ``python`` with ``bc`` (minibert.builtin_corpus) imported; its stdout."""
+    """Run ``body`` under ``python`` with ``bc`` (minibert.data.builtin_corpus) imported; its stdout."""
     done = subprocess.run([python, "-c", SNIPPET.format(body=body)], capture_output=True, text=True, check=True)
     return done.stdout
 
 
 def corpus_module():
-    """minibert.builtin_corpus in this interpreter: as SNIPPET imports it, unless already imported."""
-    if "minibert.builtin_corpus" not in sys.modules:
+    """minibert.data.builtin_corpus in this interpreter: as SNIPPET imports it, unless already imported."""
+    if "minibert.data.builtin_corpus" not in sys.modules:
         exec(SNIPPET.format(body=""), {})
-    return sys.modules["minibert.builtin_corpus"]
+    return sys.modules["minibert.data.builtin_corpus"]
 
 
 def main(pythons: list[str]) -> None:

@@ -24,9 +24,9 @@ and ``train_step``), ``metrics`` (what is measured, ``metrics.jsonl``),
 processes training one model), ``run_folder`` (the run's
 folder: lock, fresh start, history, export), ``run_facts`` (what ``run.json``
 records of the data and the model), ``doctor`` (``minibert doctor``: is a run
-healthy?), ``signals``, ``plot`` and ``errors``.  ``fill_mask`` lives in ``minibert.inference``.
+healthy?), ``signals``, ``plot`` and ``errors``.  ``fill_mask`` lives in ``minibert.model.inference``.
 """
-from ..inference import fill_mask
+from ..model.inference import fill_mask
 from .args import RunResult, TrainArgs, check_args, load_model_config
 from .checkpoints import check_complete, restore_run, run_identity, save_run
 from .data import BatchStream, Prefetch, load_run_corpus, prepare_data, split_documents

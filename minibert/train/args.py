@@ -10,8 +10,8 @@ import numpy as np
 from ..backend import get_xp, resolve_dtype
 from ..kernels import KERNELS
 from ..checks import is_int
-from ..config import PRESETS, BertConfig
-from ..wordpiece_trainer import check_vocab_size_option
+from ..model.config import PRESETS, BertConfig
+from ..data.wordpiece_trainer import check_vocab_size_option
 from .run_folder import check_writable
 
 

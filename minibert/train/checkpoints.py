@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint_files import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
 from ..checks import is_int, is_number
-from ..config import BertConfig
+from ..model.config import BertConfig
 from .args import TrainArgs
 from .errors import TrainingError
 from .run_folder import VOCAB_NAME

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..corpus import Corpus, load_corpus
-from ..memory_budget import check_instances_fit
-from ..pretraining_data import batch_rng, build_pretraining_dataset, epoch_order
-from ..tokenizer import WordPieceTokenizer, train_wordpiece
+from ..data.corpus import Corpus, load_corpus
+from ..data.memory_budget import check_instances_fit
+from ..data.pretraining_data import batch_rng, build_pretraining_dataset, epoch_order
+from ..data.tokenizer import WordPieceTokenizer, train_wordpiece
 from .args import TrainArgs
 from .run_folder import VOCAB_NAME
 

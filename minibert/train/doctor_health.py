@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..config import PRESETS
+from ..model.config import PRESETS
 from ..constants import IGNORE_INDEX
 from .run_log import EARLY, OK, PROBLEM, UNCHECKED, WARNING, Check, RunLog
 
@@ -194,8 +194,8 @@ def measure_bare_step(log: RunLog, budget_s: float = 3.0):
     or evaluation around it: forward, backward, clipping and AdamW. A few steps (at most 5 or
     ``budget_s`` seconds, after one to warm up) on at most the run's batch size.
     """
-    from ..config import BertConfig
-    from ..model import BertForPreTraining
+    from ..model.config import BertConfig
+    from ..model.bert import BertForPreTraining
     from ..optim import AdamW, clip_grad_norm
     try:
         known = log.model_config()

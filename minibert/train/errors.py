@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import errno
 
-from ..checkpoint import checkpoint_step
+from .checkpoint_files import checkpoint_step
 
 
 class TrainingError(RuntimeError):

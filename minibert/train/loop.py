@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from . import dist
-from ..checkpoint import checkpoint_step, latest_checkpoint, remove_partial_checkpoints
-from ..config import BertConfig
-from ..model import BertForPreTraining
+from .checkpoint_files import checkpoint_step, latest_checkpoint, remove_partial_checkpoints
+from ..model.config import BertConfig
+from ..model.bert import BertForPreTraining
 from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run

@@ -74,11 +74,11 @@ def facts_from_corpus(settings: dict, run_dir: Path) -> dict:
     Nothing is downloaded: WikiText-2 must be in the cache or in the run's ``--data-dir``.
     Raises ``FileNotFoundError`` or ``ValueError`` with the reason when they cannot be read.
     """
-    from ..pretraining_data import build_pretraining_dataset
-    from ..tokenizer import WordPieceTokenizer
+    from ..data.pretraining_data import build_pretraining_dataset
+    from ..data.tokenizer import WordPieceTokenizer
     from .args import TrainArgs
     from .data import split_documents
-    from ..corpus import load_corpus
+    from ..data.corpus import load_corpus
     names = set(TrainArgs.__dataclass_fields__)
     args = TrainArgs(**{k: v for k, v in settings.items() if k in names})
     vocab = Path(args.vocab) if args.vocab else Path(run_dir) / VOCAB_NAME

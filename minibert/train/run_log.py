@@ -78,7 +78,7 @@ class RunLog:
         """The model's config: recorded in run.json, else the preset's, its config.json or the exported one."""
         if self.model:
             return self.model
-        from ..config import PRESETS, BertConfig
+        from ..model.config import PRESETS, BertConfig
         spec = str(self.arg("config", ""))
         if spec in PRESETS:
             return dict(BertConfig.from_preset(spec, vocab_size=self.vocab_size or 30522).to_dict())

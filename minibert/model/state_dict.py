@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .backend import to_numpy
+from ..backend import to_numpy
 from .inputs import check_flag, host_array
 
 LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}   # LayerNorm in the original BERT

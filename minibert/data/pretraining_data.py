@@ -5,11 +5,11 @@ Two tasks are trained at once:
 * **Next sentence prediction (NSP).** An input is ``[CLS] A [SEP] B [SEP]``,
   where A is a run of consecutive sentences of a document and B is either the
   text that really follows A (label 0, *IsNext*) or text from another document
-  (label 1, *NotNext*). See :func:`~minibert.instances.create_instances_from_document`.
+  (label 1, *NotNext*). See :func:`~minibert.data.instances.create_instances_from_document`.
 * **Masked language modelling (MLM).** About 15% of the tokens are chosen for
   prediction; of those, 80% are replaced by ``[MASK]``, 10% by a random token
   and 10% are left unchanged, and the model must recover the originals. See
-  :func:`~minibert.masking.mask_tokens`.
+  :func:`~minibert.data.masking.mask_tokens`.
 
 Unlike the original script, which masks once while writing its files (and
 repeats the corpus ``dupe_factor`` times to get several masks), masking here
@@ -17,8 +17,8 @@ happens when a batch is drawn: each epoch sees a fresh mask, and a seed makes
 every epoch reproducible (:class:`PretrainingDataset`).
 
 This module holds the dataset (:class:`PretrainingDataset`, :func:`build_pretraining_dataset`);
-the instances are cut in :mod:`minibert.instances`, the tokens masked in :mod:`minibert.masking`,
-and :mod:`minibert.memory_budget` checks beforehand that the instances fit in memory.
+the instances are cut in :mod:`minibert.data.instances`, the tokens masked in :mod:`minibert.data.masking`,
+and :mod:`minibert.data.memory_budget` checks beforehand that the instances fit in memory.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .checks import check_count, check_probability, is_int
-from .constants import IGNORE_INDEX
+from ..checks import check_count, check_probability, is_int
+from ..constants import IGNORE_INDEX
 from .instances import TrainingInstance, check_max_seq_length, create_training_instances
 from .masking import mask_tokens
 from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
@@ -61,7 +61,7 @@ class PretrainingDataset:
 
     Args:
         instances: from :func:`create_training_instances`.
-        tokenizer: a :class:`~minibert.tokenizer.WordPieceTokenizer` (its vocabulary).
+        tokenizer: a :class:`~minibert.data.tokenizer.WordPieceTokenizer` (its vocabulary).
         max_seq_length: the longest sequence allowed.
         masked_lm_prob: the share of tokens to predict (BERT: 0.15).
         max_predictions_per_seq: the most predictions per sequence; None for
@@ -192,7 +192,7 @@ def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, s
                               seed: int = 0, cache_dir=None) -> PretrainingDataset:
     """Corpus -> tokenized (cached) -> NSP instances -> :class:`PretrainingDataset`.
 
-    ``cache_dir`` is passed to :func:`~minibert.token_cache.tokenize_corpus`; the other
+    ``cache_dir`` is passed to :func:`~minibert.data.token_cache.tokenize_corpus`; the other
     arguments are described at :func:`create_training_instances` and :class:`PretrainingDataset`.
     Instances are cut with ``numpy.random.default_rng(seed)``.
     """

@@ -11,8 +11,8 @@ Readers:
 * :func:`read_plain_text` — ordinary text; paragraphs (separated by blank lines)
   are cut into sentences by :func:`split_sentences`.
 
-The corpora by name (the built-in one, WikiText-2) are in :mod:`minibert.corpus`,
-whose :func:`~minibert.corpus.load_corpus` picks a source by name or path.
+The corpora by name (the built-in one, WikiText-2) are in :mod:`minibert.data.corpus`,
+whose :func:`~minibert.data.corpus.load_corpus` picks a source by name or path.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .textio import read_text
+from ..textio import read_text
 
 __all__ = ["Corpus", "split_sentences", "read_bert_format", "read_plain_text", "paragraphs"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_probability
+from ..checks import check_probability
 from .vocab import CLS, MASK, PAD, SEP
 
 __all__ = ["MaskedTokens", "mask_tokens"]

@@ -23,7 +23,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from .paths import default_data_dir
+from ..paths import default_data_dir
 from .wikitext import sha256_file
 
 __all__ = ["BERT_UNCASED_VOCAB_SHA256", "BERT_VOCAB_URLS", "bert_uncased_vocab"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import check_count, check_probability
+from ..checks import check_count, check_probability
 from .memory_budget import check_instances_fit
 from .vocab import CLS, SEP
 
@@ -233,7 +233,7 @@ def create_training_instances(documents: Sequence[Sequence[list[str]]], max_seq_
 
     Args:
         documents: ``documents[d][s]`` is the token list of sentence ``s`` of document ``d``
-            (e.g. :meth:`~minibert.token_cache.TokenizedCorpus.documents`). Empty sentences
+            (e.g. :meth:`~minibert.data.token_cache.TokenizedCorpus.documents`). Empty sentences
             and documents are dropped.
         max_seq_length: the longest input, special tokens included (at least 5).
         short_seq_prob: the probability of aiming for a shorter random length (BERT: 0.1).

@@ -4,14 +4,14 @@ A :class:`Corpus` is a list of documents, each a list of sentences (strings).
 Pre-training needs both levels: segments A and B are runs of consecutive
 sentences of one document, and "NotNext" examples take B from another document.
 
-Sources (the type and the file readers are defined in :mod:`minibert.documents`):
+Sources (the type and the file readers are defined in :mod:`minibert.data.documents`):
 
 * :func:`read_bert_format` — google-research/bert's input format: one sentence
   per line, a blank line between documents.
 * :func:`read_plain_text` — ordinary text; paragraphs (separated by blank lines)
   are cut into sentences by :func:`split_sentences`.
-* :func:`minibert.builtin_corpus.builtin_corpus` — prose shipped with Python itself.
-* :func:`minibert.wikitext.load_wikitext2` — WikiText-2 (raw).
+* :func:`minibert.data.builtin_corpus.builtin_corpus` — prose shipped with Python itself.
+* :func:`minibert.data.wikitext.load_wikitext2` — WikiText-2 (raw).
 * :func:`load_corpus` picks one of these by name.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ def load_corpus(source: str | os.PathLike, fmt: str = "bert", *, data_dir: str |
     """A corpus by name or path.
 
     Args:
-        source: ``"builtin"`` (see :mod:`minibert.builtin_corpus`), ``"wikitext-2"``
-            (see :func:`minibert.wikitext.load_wikitext2`), or the path of a text file.
+        source: ``"builtin"`` (see :mod:`minibert.data.builtin_corpus`), ``"wikitext-2"``
+            (see :func:`minibert.data.wikitext.load_wikitext2`), or the path of a text file.
         fmt: for a path: ``"bert"`` (one sentence per line, blank line between documents)
             or ``"plain"`` (ordinary text: one document per paragraph for a single file, one
             per file for several).

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import to_numpy
-from .checks import is_int
+from ..backend import to_numpy
+from ..checks import is_int
 
 # the weights only next sentence prediction uses: a masked-LM checkpoint often lacks them
 NOT_FOR_MLM = ("bert.pooler.", "cls.seq_relationship.")
@@ -32,9 +32,9 @@ def load_for_fill_mask(directory, device="cpu"):
     transformers' ``BertForMaskedLM`` among them, have no pooler and no next-sentence
     head); ``note`` then says so in one line (None when nothing was absent or unused).
     """
-    from .model import BertForPreTraining
+    from .bert import BertForPreTraining
     from .state_dict import name_list
-    from .tokenizer import WordPieceTokenizer
+    from ..data.tokenizer import WordPieceTokenizer
     d = Path(directory)
     if d.is_file():
         raise ValueError(f"{d} is a file; give the model's folder (the one holding config.json, "

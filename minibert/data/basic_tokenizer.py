@@ -1,7 +1,7 @@
 """BERT's "basic" tokenization: raw text -> words and punctuation marks.
 
 This is the first of BERT's two tokenization steps (the second, WordPiece,
-lives in :mod:`minibert.tokenizer`). For each piece of text it
+lives in :mod:`minibert.data.tokenizer`). For each piece of text it
 
 1. drops control characters, NUL and U+FFFD, and turns every whitespace
    character into a plain space ("text cleaning");

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import to_numpy
-from .checks import is_int
+from ..backend import to_numpy
+from ..checks import is_int
 
 _NAME = re.compile(r"^checkpoint-(\d{8,})\.npz$")   # 8 digits, more from step 100,000,000 on
 

@@ -2,7 +2,7 @@
 
 Tokenization has two steps:
 
-1. :class:`~minibert.basic_tokenizer.BasicTokenizer` cuts text into words and
+1. :class:`~minibert.data.basic_tokenizer.BasicTokenizer` cuts text into words and
    punctuation marks (cleaning, CJK, lowercasing and accent stripping).
 2. WordPiece cuts each word into pieces from the vocabulary, greedily taking the
    longest piece that matches at the current position. Pieces that continue a
@@ -20,7 +20,7 @@ dropped (like the Python one). Special tokens of the vocabulary written literall
 the text, such as ``"[MASK]"``, are kept whole, as in transformers.
 
 Vocabularies are trained by :func:`train_wordpiece` (the algorithm is in
-:mod:`minibert.wordpiece_trainer`); ``vocab.txt`` is read by :mod:`minibert.vocab`.
+:mod:`minibert.data.wordpiece_trainer`); ``vocab.txt`` is read by :mod:`minibert.data.vocab`.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .basic_tokenizer import BasicTokenizer
-from .textio import write_whole
+from ..textio import write_whole
 from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, load_vocab, vocab_is_cased  # noqa: F401
 from .wordpiece_trainer import learn_vocab
 
@@ -305,7 +305,7 @@ class WordPieceTokenizer:
 def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
                     do_lower_case: bool = True, min_frequency: int = 2, limit_alphabet: int = 1000,
                     num_unused: int = 99):
-    """Learn a WordPiece vocabulary of at most ``vocab_size`` tokens (see :mod:`minibert.wordpiece_trainer`).
+    """Learn a WordPiece vocabulary of at most ``vocab_size`` tokens (see :mod:`minibert.data.wordpiece_trainer`).
 
     Args:
         texts_or_files: strings of text, or ``pathlib.Path`` objects of UTF-8 text files,
@@ -315,10 +315,10 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
         min_frequency: stop merging when the best pair is seen fewer times than this.
         limit_alphabet: keep at most this many distinct characters.
         num_unused: ``[unusedN]`` slots between ``[PAD]`` and ``[UNK]`` (see
-            :func:`minibert.vocab.bert_special_layout`).
+            :func:`minibert.data.vocab.bert_special_layout`).
 
     Returns:
-        a :class:`~minibert.tokenizer.WordPieceTokenizer`; its ``vocab`` lists, in order,
+        a :class:`~minibert.data.tokenizer.WordPieceTokenizer`; its ``vocab`` lists, in order,
         the special tokens, the single characters (word-initial, then ``##`` forms) and the
         merged pieces in the order they were learned.
     """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import to_numpy
+from ..backend import to_numpy
 from .config import BertConfig, as_path
 
 CONFIG_NAME = "config.json"

@@ -15,7 +15,7 @@ notation, the way Hugging Face's ``tokenizers`` trains BERT vocabularies:
 4. Repeat step 3 until the vocabulary has ``vocab_size`` tokens or no pair is
    seen at least ``min_frequency`` times.
 
-:func:`learn_vocab` is the algorithm; :func:`minibert.tokenizer.train_wordpiece` makes a
+:func:`learn_vocab` is the algorithm; :func:`minibert.data.tokenizer.train_wordpiece` makes a
 tokenizer of the vocabulary it learns.
 
 Only the words whose spelling contains the merged pair change in step 3, so the
@@ -32,8 +32,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .basic_tokenizer import BasicTokenizer
-from .checks import is_int
-from .textio import read_text
+from ..checks import is_int
+from ..textio import read_text
 from .vocab import bert_special_layout
 
 __all__ = ["learn_vocab", "bert_special_layout", "check_vocab_size_option"]
@@ -82,7 +82,7 @@ def learn_vocab(texts_or_files: Iterable[str | os.PathLike], vocab_size: int, *,
                 num_unused: int = 99) -> list[str]:
     """The tokens of a WordPiece vocabulary learned from text (the module docstring's steps).
 
-    The arguments are :func:`minibert.tokenizer.train_wordpiece`'s.  The list holds, in order,
+    The arguments are :func:`minibert.data.tokenizer.train_wordpiece`'s.  The list holds, in order,
     the special tokens, the single characters (word-initial, then ``##`` forms) and the merged
     pieces in the order they were learned.
     """

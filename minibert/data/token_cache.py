@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .documents import Corpus
-from .paths import TOKENIZED_FOLDER, default_cache_dir
+from ..paths import TOKENIZED_FOLDER, default_cache_dir
 
 __all__ = ["TokenizedCorpus", "tokenize_corpus"]
 
@@ -59,7 +59,7 @@ class TokenizedCorpus:
 
     def documents(self, vocab: list[str]) -> list[list[list[str]]]:
         """Tokens as ``documents[d][s] = [token, ...]`` (the input of
-        :func:`~minibert.instances.create_training_instances`)."""
+        :func:`~minibert.data.instances.create_training_instances`)."""
         tokens = [vocab[i] for i in self.ids.tolist()]
         starts = self.sentence_starts.tolist()
         sentences = [tokens[a:b] for a, b in zip(starts, starts[1:])]
@@ -98,7 +98,7 @@ def tokenize_corpus(corpus: Corpus, tokenizer, cache_dir: str | os.PathLike | No
 
     Args:
         corpus: the text.
-        tokenizer: a :class:`~minibert.tokenizer.WordPieceTokenizer`.
+        tokenizer: a :class:`~minibert.data.tokenizer.WordPieceTokenizer`.
         cache_dir: the cache folder; ``None`` for ``$MINIBERT_CACHE`` or ``~/.cache/minibert``,
             ``False`` for no cache.
     """

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import resolve_dtype, to_numpy
-from .checks import is_int, is_number
-from .constants import IGNORE_INDEX
+from ..backend import resolve_dtype, to_numpy
+from ..checks import is_int, is_number
+from ..constants import IGNORE_INDEX
 
 
 def host_array(value):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .constants import IGNORE_INDEX
+from ..constants import IGNORE_INDEX
 from .encoder import Linear, Norm, backward_linear, backward_norm, gelu_kind, linear_weights, norm_weights
-from .ops.common import get_array_module
+from ..ops.common import get_array_module
 from .params import ParamSpec
 
 DENSE, NORM = "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm"

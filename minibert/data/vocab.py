@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .textio import read_text
+from ..textio import read_text
 
 __all__ = ["PAD", "UNK", "CLS", "SEP", "MASK", "SPECIAL_TOKENS", "bert_special_layout", "load_vocab",
            "vocab_is_cased"]

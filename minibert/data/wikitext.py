@@ -22,8 +22,8 @@ import zipfile
 from pathlib import Path
 
 from .documents import Corpus, split_sentences
-from .paths import default_data_dir, user_cache_dir  # noqa: F401  (their home before paths.py)
-from .textio import read_text
+from ..paths import default_data_dir
+from ..textio import read_text
 
 __all__ = ["WIKITEXT2_URL", "WIKITEXT2_ARCHIVE_SHA256", "WIKITEXT2_SPLITS", "default_data_dir",
            "find_wikitext2", "download_wikitext2", "load_wikitext2", "parse_wikitext"]
@@ -160,7 +160,7 @@ def parse_wikitext(text: str) -> list[list[str]]:
 
     Each top-level heading `` = Title = `` starts a new document (one per article);
     section headings (`` = = ... = = ``) and empty lines are dropped; each paragraph
-    line is cut into sentences by :func:`~minibert.corpus.split_sentences`. WikiText's
+    line is cut into sentences by :func:`~minibert.data.corpus.split_sentences`. WikiText's
     escaped separators inside numbers and words are undone: ``@-@`` -> ``-``,
     ``@,@`` -> ``,``, ``@.@`` -> ``.`` (``"1 @,@ 000"`` -> ``"1,000"``).
     """
@@ -185,7 +185,7 @@ def parse_wikitext(text: str) -> list[list[str]]:
 
 def load_wikitext2(splits=("valid", "test"), data_dir: str | os.PathLike | None = None,
                    download: bool = False) -> Corpus:
-    """WikiText-2 (raw, v1) as a :class:`~minibert.corpus.Corpus`, one document per article.
+    """WikiText-2 (raw, v1) as a :class:`~minibert.data.corpus.Corpus`, one document per article.
 
     Args:
         splits: which splits to join, in order ("train", "valid", "test"). Valid + test

@@ -11,7 +11,7 @@ any fresh machine. Its sentences are prose that CPython ships:
 
 Only prose is kept: code examples, indented blocks, grammar rules, tables,
 headings and doctest lines are dropped, and paragraphs are cut into sentences by
-:func:`~minibert.documents.split_sentences`.
+:func:`~minibert.data.documents.split_sentences`.
 
 **The same corpus on every Python.** Each CPython release edits some of that
 prose, and a distribution may leave modules out (Debian ships ``tkinter``
@@ -47,7 +47,7 @@ import warnings
 from pathlib import Path
 
 from .documents import Corpus, split_sentences
-from .paths import default_cache_dir
+from ..paths import default_cache_dir
 
 __all__ = ["builtin_corpus", "document_sources", "default_cache_dir", "prose_sentences", "source_documents",
            "sentence_fingerprint", "MANIFEST"]

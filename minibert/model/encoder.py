@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ops.common import get_array_module
+from ..ops.common import get_array_module
 from .params import ParamSpec
 
 QKV = ("query", "key", "value")

@@ -36,7 +36,7 @@ class ParamStore:
         self.xp = xp
         # the set of ops its model runs (the optimiser's update rule is one of them)
         if ops is None:
-            from . import ops
+            from .. import ops
         self.ops = ops
         self.dtype = np.dtype(dtype)
         # weight-decayed parameters first, the rest after: two contiguous groups

@@ -2,7 +2,7 @@
 
 Typical use::
 
-    from minibert.tokenizer import WordPieceTokenizer
+    from minibert.data.tokenizer import WordPieceTokenizer
     from minibert.data import builtin_corpus, build_pretraining_dataset
 
     tokenizer = WordPieceTokenizer.from_vocab_file("vocab.txt")
@@ -10,13 +10,13 @@ Typical use::
     for batch in data.batches(batch_size=32, epoch=0):
         out = model.forward(**batch)      # input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels
 
-The pieces live in smaller modules: :mod:`minibert.corpus` (documents and
-readers), :mod:`minibert.builtin_corpus`, :mod:`minibert.wikitext`,
-:mod:`minibert.token_cache` and :mod:`minibert.pretraining_data`.
+The pieces live in smaller modules: :mod:`minibert.data.corpus` (documents and
+readers), :mod:`minibert.data.builtin_corpus`, :mod:`minibert.data.wikitext`,
+:mod:`minibert.data.token_cache` and :mod:`minibert.data.pretraining_data`.
 """
 from .builtin_corpus import builtin_corpus, default_cache_dir
 from .corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
-from .constants import IGNORE_INDEX
+from ..constants import IGNORE_INDEX
 from .instances import (TrainingInstance, create_instances_from_document, create_training_instances,
                         truncate_seq_pair)
 from .masking import MaskedTokens, mask_tokens

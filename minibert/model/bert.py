@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import get_xp, is_cupy
-from .kernels import select_ops
+from ..backend import get_xp, is_cupy
+from ..kernels import select_ops
 from .config import BertConfig
 from .encoder import (backward_linear, embedding_weights, embeddings_backward, embeddings_forward, embeddings_specs,
                       layer_backward, layer_forward, layer_specs, layer_weights, linear_specs, linear_weights)
