@@ -13,7 +13,7 @@ from dataclasses import fields
 
 from .accel import num_threads
 from .train import TrainArgs, dist, dist_exit, doctor
-from .train.errors import agreed
+from .train.errors import AgreedError
 from .train.signals import STOP_SIGNALS, guarded_output, honoured, stop_requested
 
 PRETRAIN_HELP = """\
@@ -213,15 +213,29 @@ def _run_command(ns, program: bool) -> int:
         def report(rank):
             print(f"minibert {ns.command}: {rank}interrupted ({signame}){advice}", file=sys.stderr, flush=True)
         return dist_exit.interrupted(128 + getattr(signal, signame, signal.SIGINT), report)
-    except MemoryError as exc:
-        return _fail(ns, exc, f"out of memory ({str(exc) or 'an allocation failed'}); use a smaller "
-                              f"--batch-size, --seq-len or --config", 2)
-    except (ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError) as exc:
-        kind = getattr(exc, "kind", type(exc).__name__)     # a PeerError: the other rank's error
-        return _fail(ns, exc, str(exc), 1 if kind == "TrainingError" else 2)
+    except AgreedError as exc:       # every rank of the job has it: rank 0 says it, as its own error
+        if not isinstance(exc.error, _EXPECTED):
+            dist_exit.abort_on_crash()
+            raise exc.error from None
+        return _fail(ns, exc, *_message_and_status(exc.error))
+    except _EXPECTED as exc:
+        return _fail(ns, exc, *_message_and_status(exc))
     except Exception:
         dist_exit.abort_on_crash()   # several processes: a bug in one ends the job (even without -m mpi4py)
         raise
+
+
+# what a command reports in one line; anything else is a bug, and its traceback is shown
+_EXPECTED = (MemoryError, ValueError, TypeError, FileNotFoundError, PermissionError, RuntimeError, OSError)
+
+
+def _message_and_status(exc: BaseException):
+    """The line that says what went wrong, and the exit status: 1 for a run that failed, 2 for bad input."""
+    if isinstance(exc, MemoryError):
+        return (f"out of memory ({str(exc) or 'an allocation failed'}); use a smaller --batch-size, --seq-len "
+                f"or --config", 2)
+    kind = getattr(exc, "kind", type(exc).__name__)     # a PeerError: the other rank's error
+    return str(exc), 1 if kind == "TrainingError" else 2
 
 
 def _fail(ns, exc, message: str, status: int) -> int:
@@ -264,7 +278,7 @@ def _terminate_as_interrupt(final: bool):
 def _dispatch(ns) -> int:
     """Run the chosen command; returns its exit status."""
     if ns.command != "pretrain" and dist.current().size > 1:
-        raise agreed(ValueError(f"`minibert {ns.command}` runs as one process; of the commands, only pretrain "
+        raise AgreedError(ValueError(f"`minibert {ns.command}` runs as one process; of the commands, only pretrain "
                                 f"runs as several (mpiexec -n {dist.current().size} ...): start this one "
                                 f"without mpiexec"))
     if ns.command == "pretrain":

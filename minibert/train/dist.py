@@ -36,7 +36,7 @@ import numpy as np
 
 from ..constants import IGNORE_INDEX
 from ..launcher import launched_size
-from .errors import PeerError, agreed
+from .errors import AgreedError, PeerError
 
 # the order of a step's sums in the host allreduce
 STAT_KEYS = ("mlm_loss", "nsp_loss", "mlm_correct", "nsp_correct", "n_mlm", "n_nsp", "tokens")
@@ -66,6 +66,9 @@ class Single:
 
     def first(self, reason):
         return reason
+
+    def agreed(self, error):
+        return error         # no one to agree with
 
     def everywhere(self, fn):
         return fn()
@@ -131,6 +134,10 @@ class MPIComm(Single):
         """The ``reason`` of the lowest rank that has one (a stop signal's name, say), on every rank; else None."""
         return next((r for r in self.comm.allgather(reason) if r), None)
 
+    def agreed(self, error) -> AgreedError:
+        """``error``, which every rank raises at this point (a decision on reduced values, say)."""
+        return AgreedError(error)
+
     def broadcast_arrays(self, *arrays) -> None:
         """Rank 0's values of these arrays, everywhere (in place; at the start only)."""
         for args in arrays:
@@ -178,9 +185,9 @@ def _result_or_raise(rank, result, error, errors):
     if not failed:
         return result
     if error is not None:
-        raise agreed(error[0])
+        raise AgreedError(error[0])
     r, (kind, message) = failed[0]
-    raise agreed(PeerError(f"rank {r}: {message}", kind))
+    raise AgreedError(PeerError(f"rank {r}: {message}", kind))
 
 
 # -------------------------------------------------------------------- start-up
@@ -223,7 +230,7 @@ def check_run(comm, args) -> None:
     for r, theirs in enumerate(everyone):
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if diff:
-            raise agreed(ValueError(
+            raise AgreedError(ValueError(
                 f"rank {r} was started differently from rank {comm.rank}: "
                 + ", ".join(f"{k}: {theirs.get(k)} vs {mine.get(k)}" for k in diff[:4])
                 + "; start every rank with the same command and the same minibert"))
@@ -234,7 +241,7 @@ def check_run(comm, args) -> None:
                if args.resume else
                f"use a multiple of {n} (e.g. {(b // n + 1) * n}) or a number of processes that divides {b} "
                f"({counts})")
-        raise agreed(ValueError(f"--batch-size {b} (the global batch) does not divide among {n} "
+        raise AgreedError(ValueError(f"--batch-size {b} (the global batch) does not divide among {n} "
                                 f"processes; {fix}"))
 
 

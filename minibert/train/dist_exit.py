@@ -12,6 +12,7 @@ import time
 
 from ..launcher import launched_rank
 from .dist import current
+from .errors import AgreedError
 
 
 def abort_on_crash() -> None:
@@ -55,7 +56,7 @@ def leave(exc: BaseException, report, status: int) -> int:
         if launched_rank() == 0:
             report(str(exc))
         return status
-    if getattr(exc, "everywhere", False):
+    if isinstance(exc, AgreedError):
         if comm.is_root:
             report(str(exc))
         status = comm.comm.bcast(status, root=0)

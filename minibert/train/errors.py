@@ -22,10 +22,18 @@ class PeerError(RuntimeError):
         self.kind = kind
 
 
-def agreed(exc: BaseException) -> BaseException:
-    """Mark an error that every rank raises at the same point (so no rank is left waiting)."""
-    exc.everywhere = True
-    return exc
+class AgreedError(Exception):
+    """An error every rank of a data-parallel job raised at the same point, so none is left waiting.
+
+    ``error`` is the error itself: rank 0 alone prints it, and every rank exits with the
+    status its ``kind`` calls for (its class name; for another rank's error, that error's).
+    Only several processes agree: one process raises its errors as they are (``Single.agreed``).
+    """
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+        self.kind = getattr(error, "kind", type(error).__name__)
 
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -50,7 +58,9 @@ def writes(step: int, last_ckpt, what=None):
     try:
         yield
     except OSError as exc:
-        error = write_failed(exc, step, last_ckpt, what)
-        error.everywhere = getattr(exc, "everywhere", False)   # every rank of a data-parallel run raises it
-        raise error from None
+        raise write_failed(exc, step, last_ckpt, what) from None
+    except AgreedError as exc:      # a write of rank 0 that failed: every rank of the job has it
+        if not isinstance(exc.error, OSError):
+            raise
+        raise AgreedError(write_failed(exc.error, step, last_ckpt, what)) from None
 

@@ -16,7 +16,7 @@ from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
-from .errors import DISK_FULL, TrainingError, agreed, writes
+from .errors import DISK_FULL, AgreedError, TrainingError, writes
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, unigram_baseline,
                       unknown_share)
 from .plot import plot_history
@@ -61,14 +61,14 @@ def _in_folder(args: TrainArgs, config: BertConfig, comm, log, on_record) -> Run
     try:
         checkpoint = comm.bcast(comm.on_root(lambda: _open_folder(args, out)))
         return _run(args, config, out, checkpoint, comm, log, on_record)
-    except OSError as exc:        # the loop's own writes say more: this is the set-up's
-        if exc.errno not in DISK_FULL:
+    except (OSError, AgreedError) as exc:     # the loop's own writes say more: this is the set-up's
+        failed = exc.error if isinstance(exc, AgreedError) else exc      # rank 0's write, on every rank
+        if not isinstance(failed, OSError) or failed.errno not in DISK_FULL:
             raise
-        error = TrainingError(f"could not write {exc.filename or out}: the disk is full ({exc.strerror}); no "
-                              f"step was trained in this start: free some space, then run the same command "
+        error = TrainingError(f"could not write {failed.filename or out}: the disk is full ({failed.strerror}); "
+                              f"no step was trained in this start: free some space, then run the same command "
                               f"again")
-        error.everywhere = getattr(exc, "everywhere", False)
-        raise error from None
+        raise (AgreedError(error) if failed is not exc else error) from None
     finally:
         if lock is not None:
             lock.close()
@@ -105,8 +105,8 @@ class Run:
     step: int                      # steps done
     last_ckpt: object              # the last checkpoint saved or resumed from; None before the first
     window: dict | None            # the restored sums since the last train record
-    comm: object = dist.Single()   # the data-parallel ranks (dist.py); one process: Single
-    metrics: MetricsLog | None = None
+    comm: object                   # the data-parallel ranks (dist.py); one process: Single
+    metrics: MetricsLog            # metrics.jsonl and the sums of the steps since its last train record
 
     def record_eval(self) -> None:
         result = evaluate(self.model, self.eval_batches, self.comm)
@@ -116,15 +116,20 @@ class Run:
 def _run(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_record) -> RunResult:
     """``pretrain`` once the folder is checked and locked: set-up, the loop, the end."""
     dist.use_device(comm, args.device)
-    run = _set_up(args, config, out, checkpoint, comm, log)
-    run.metrics = comm.on_root(lambda: open_metrics(out / METRICS_NAME, run.step, checkpoint, log, on_record))\
-        or MetricsLog(None, [])
-    if comm.size > 1:
-        run.metrics.comm = comm     # each record: rank 0 writes it, and every rank hears whether it could
-    stopped_by, end = None, args.stop_at if args.stop_at is not None else args.steps
+    run = _set_up(args, config, out, checkpoint, comm, log, on_record)
     # one handler from the first step to the return: a second Ctrl-C (or a SIGHUP after a SIGTERM)
     # while the checkpoint is written, the prefetch thread ends or the model is exported changes nothing
-    with StopSignal() as stop, contextlib.ExitStack() as closing:
+    with StopSignal() as stop:
+        with _running(run) as bar:
+            stopped_by = _loop(run, stop, bar, log)
+        return _finish(run, config, stopped_by, log)
+
+
+@contextlib.contextmanager
+def _running(run: Run):
+    """Around the loop, and closed in reverse order however it ends: the metrics file, the held-out
+    evaluation of step 0, the thread that prepares the next batch, the progress bar, the clock."""
+    with contextlib.ExitStack() as closing:
         closing.callback(run.metrics.close)
         if run.step == 0:
             with writes(run.step, run.last_ckpt):
@@ -132,31 +137,35 @@ def _run(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, 
         run.stream = Prefetch(run.stream)   # after the restore: it starts from the restored position
         closing.callback(run.stream.close)
         from tqdm.auto import tqdm
-        bar = tqdm(total=args.steps, initial=run.step, disable=not (args.progress and comm.is_root), unit="step",
-                   dynamic_ncols=True)
+        bar = tqdm(total=run.args.steps, initial=run.step, disable=not (run.args.progress and run.comm.is_root),
+                   unit="step", dynamic_ncols=True)
         closing.callback(bar.close)
         run.metrics.start(run.stream, run.window)
         # a diverging run overflows: the finiteness check reports it
         # in one line instead of a wall of NumPy warnings
         with np.errstate(over="ignore", invalid="ignore"):
-            while run.step < end:
-                lr = args.lr * linear_warmup_decay(run.step, args.steps, args.warmup_steps)
-                train_step(run, lr)
-                stopping = comm.first(stop.received)    # every rank stops after the same step, for one reason
-                # log, evaluate, save; a write that fails says which steps are lost
-                with writes(run.step, run.last_ckpt):
-                    _log_evaluate_save(run, lr, bar, save=bool(stopping) or run.step == end)
-                if stopping:
-                    stopped_by = stopping
-                    why = f"{stopped_by} received" if stopped_by.startswith("SIG") else stopped_by
-                    log(f"\n{why}: saved {run.last_ckpt} at step {run.step}; continue with --resume")
-                    break
-            else:
-                if args.stop_at is not None and run.step < args.steps:
-                    stopped_by = "stop_at"
-                    log(f"stopped at step {run.step} (--stop-at): saved {run.last_ckpt}; continue with --resume")
-        closing.close()
-        return _finish(run, config, stopped_by, log)
+            yield bar
+
+
+def _loop(run: Run, stop: StopSignal, bar, log) -> str | None:
+    """Train to --steps (or --stop-at); returns why the run stopped before --steps (None if it did not)."""
+    args = run.args
+    end = args.stop_at if args.stop_at is not None else args.steps
+    while run.step < end:
+        lr = args.lr * linear_warmup_decay(run.step, args.steps, args.warmup_steps)
+        train_step(run, lr)
+        stopping = run.comm.first(stop.received)    # every rank stops after the same step, for one reason
+        # log, evaluate, save; a write that fails says which steps are lost
+        with writes(run.step, run.last_ckpt):
+            _log_evaluate_save(run, lr, bar, save=bool(stopping) or run.step == end)
+        if stopping:
+            why = f"{stopping} received" if stopping.startswith("SIG") else stopping
+            log(f"\n{why}: saved {run.last_ckpt} at step {run.step}; continue with --resume")
+            return stopping
+    if args.stop_at is not None and run.step < args.steps:
+        log(f"stopped at step {run.step} (--stop-at): saved {run.last_ckpt}; continue with --resume")
+        return "stop_at"
+    return None
 
 
 def train_step(run: Run, lr: float) -> None:
@@ -189,7 +198,7 @@ def train_step(run: Run, lr: float) -> None:
     elif scaler.scale < 1.0:
         # the float16 gradients overflow even unscaled: not an accident of the scale
         # (the gradients and the loss are the global ones: every rank of a data-parallel run stops here)
-        raise agreed(TrainingError(
+        raise comm.agreed(TrainingError(
             f"step {run.step + 1}: the gradients overflow float16 even at loss scale {loss_scale:g}; stopped "
             f"without saving. Last good checkpoint: {run.last_ckpt or 'none'}. Try a lower --lr, or train "
             f"without --mixed-precision."))
@@ -200,7 +209,7 @@ def train_step(run: Run, lr: float) -> None:
 def _stop_if_diverged(run: Run, loss: float, grad_norm: float, overflow: bool) -> None:
     """A NaN or infinite loss (or, without loss scaling, gradient) ends the run."""
     if not math.isfinite(loss) or (overflow and run.scaler is None):
-        raise agreed(TrainingError(f"step {run.step + 1}: the loss is {loss} (gradient norm "
+        raise run.comm.agreed(TrainingError(f"step {run.step + 1}: the loss is {loss} (gradient norm "
                                    f"{grad_norm}); stopped without saving. Last good checkpoint: "
                                    f"{run.last_ckpt or 'none'}. Try a lower --lr."))
 
@@ -231,8 +240,9 @@ def _save(run: Run) -> Path:
                             f"Try a lower --lr.") from None
 
 
-def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log) -> Run:
-    """The data, the model, AdamW (restored from ``checkpoint`` if there is one), and what is known of them."""
+def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, log, on_record) -> Run:
+    """The data, the model, AdamW (restored from ``checkpoint`` if there is one), what is known of them,
+    and metrics.jsonl rewound to the step the run starts from."""
     # rank 0 first: it writes the vocabulary and fills the token cache; the others then read them
     data = comm.on_root(lambda: prepare_data(args, out, log))
     # the others check that they read the same text (their working folders and disks may differ)
@@ -268,8 +278,9 @@ def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, lo
     if comm.size > 1:
         log(f"data parallel: {comm.size} processes, {args.batch_size // comm.size} of the {args.batch_size} "
             f"sequences of each batch on each")
+    metrics = open_metrics(out / METRICS_NAME, step, checkpoint, log, on_record, comm)
     return Run(args, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
-               checkpoint, window, comm)
+               checkpoint, window, comm, metrics)
 
 
 def _restore(comm, checkpoint, model, opt, stream, identity, scaler):

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..constants import IGNORE_INDEX
+from .dist import Single
 from .errors import writes
 from .run_folder import read_history, write_history
 
@@ -118,19 +119,17 @@ class MetricsLog:
     as a run that never stopped.
     """
 
-    def __init__(self, path: Path | None, history: list, on_record=None):
-        """``path`` None: no file (a data-parallel rank other than 0 keeps the sums and writes nothing)."""
-        self.history, self.on_record = history, on_record
+    def __init__(self, path: Path | None, history: list, on_record=None, comm=Single()):
+        """``path`` None: no file (a data-parallel rank other than 0 keeps the sums and writes nothing).
+        ``comm``: the run's ranks (``dist.py``); rank 0 holds the file."""
+        self.history, self.on_record, self.comm = history, on_record, comm
         self.window, self._t0 = {}, time.perf_counter()
         self._file = LineFile(path) if path is not None else None
-        self.comm = None     # a data-parallel run's ranks (dist.py): rank 0 holds the file
 
     def record(self, entry: dict) -> None:
         line = json.dumps(entry)
-        if self.comm is not None:     # every rank records at the same steps; a failed write stops them all
-            self.comm.on_root(lambda: self._file.append(line))
-        elif self._file is not None:
-            self._file.append(line)
+        # every rank records at the same steps and hears whether rank 0 could write: a failure stops them all
+        self.comm.on_root(lambda: self._file.append(line) if self._file is not None else None)
         self.history.append(entry)
         if self.on_record is not None:
             self.on_record(entry)
@@ -169,10 +168,14 @@ class MetricsLog:
 
 
 
-def open_metrics(path: Path, step: int, checkpoint, log, on_record) -> MetricsLog:
-    """metrics.jsonl rewound to ``step`` (a new run starts a new file), open for the records to come."""
-    history = read_history(path, upto=step, log=log) if step else []
-    with writes(step, checkpoint, what=path):
-        write_history(path, history)
-        return MetricsLog(path, history, on_record)
+def open_metrics(path: Path, step: int, checkpoint, log, on_record, comm=Single()) -> MetricsLog:
+    """metrics.jsonl rewound to ``step`` (a new run starts a new file), open for the records to come.
+
+    With several ranks, rank 0 opens the file and the others keep the sums alone."""
+    def on_root():
+        history = read_history(path, upto=step, log=log) if step else []
+        with writes(step, checkpoint, what=path):
+            write_history(path, history)
+            return MetricsLog(path, history, on_record, comm)
+    return comm.on_root(on_root) or MetricsLog(None, [], comm=comm)
 

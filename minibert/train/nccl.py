@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import agreed
+from .errors import AgreedError
 
 
 def select_gpu(index: int, on_node: int) -> str:
@@ -36,7 +36,7 @@ def check_one_per_gpu(places: list) -> None:
     first = {}
     for rank, place in enumerate(places):
         if place in first:
-            raise agreed(ValueError(
+            raise AgreedError(ValueError(
                 f"--device cuda runs one process per GPU, but ranks {first[place]} and {rank} both got GPU "
                 f"{place[1]} on {place[0]}: start as many processes per machine as it has GPUs"))
         first[place] = rank
@@ -48,7 +48,7 @@ class NcclGrads:
     def __init__(self, comm):
         from cupy.cuda import nccl
         if not nccl.available:
-            raise agreed(RuntimeError("--device cuda with several processes needs NCCL, and this CuPy "
+            raise AgreedError(RuntimeError("--device cuda with several processes needs NCCL, and this CuPy "
                                       "was built without it; install a CuPy wheel (cupy-cuda12x) that "
                                       "ships NCCL support, or run one process"))
         self._nccl = nccl
