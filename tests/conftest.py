@@ -64,7 +64,7 @@ def hold_lock_elsewhere(folder):
 @pytest.fixture(scope="module")
 def corpus_file(tmp_path_factory):
     """120 documents of real prose (from the built-in corpus) in BERT's one-sentence-per-line format."""
-    from minibert.data.builtin_corpus import builtin_corpus
+    from minibert.data.builtin import builtin_corpus
     docs = builtin_corpus(cache_dir=False).documents[:120]
     path = tmp_path_factory.mktemp("corpus") / "small.txt"
     path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")

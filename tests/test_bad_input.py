@@ -318,7 +318,7 @@ def test_old_mac_line_ends_separate_lines(tmp_path):
 
 def test_a_builtin_corpus_cache_that_is_not_documents_is_rebuilt(tmp_path):
     import json
-    from minibert.data import builtin_corpus as bc
+    from minibert.data import builtin as bc
     key = bc._cache_key()
     good = None
     for bad in ([1, 2, 3], "text", [[1, 2], [3]], [["one sentence"]], {"a": 1}):

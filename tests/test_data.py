@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from data_helpers import bert_vocab_path, wikitext_dir
-from minibert.data import builtin_corpus as builtin_module
+from minibert.data import builtin as builtin_module
 from minibert.data import wikitext
 from minibert.data.corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
 from minibert.constants import IGNORE_INDEX

@@ -78,7 +78,7 @@ def test_gpu_lists_in_and_save_load(tmp_path):
 def test_gpu_pretrain_resume_and_export(tmp_path, monkeypatch):
     """The whole loop on the GPU: it learns, checkpoints, resumes, exports a model the CPU loads."""
     import json
-    from minibert.data.builtin_corpus import builtin_corpus
+    from minibert.data.builtin import builtin_corpus
     from minibert.train import TrainArgs, pretrain
 
     monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path / "cache"))

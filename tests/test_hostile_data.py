@@ -24,7 +24,7 @@ def _cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def documents():
     """60 documents of real prose, each a list of sentences."""
-    from minibert.data.builtin_corpus import builtin_corpus
+    from minibert.data.builtin import builtin_corpus
     return builtin_corpus(cache_dir=False).documents[:60]
 
 

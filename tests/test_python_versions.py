@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from minibert.data import builtin_corpus as bc
+from minibert.data import builtin as bc
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED = ((3, 11), (3, 12), (3, 13))          # the Makefile picks one of these; requires-python >= 3.11

@@ -25,24 +25,25 @@ ROOT = Path(__file__).resolve().parent.parent
 # only), so an interpreter without NumPy or minibert installed can take part.
 SNIPPET = f"""
 import json, sys, types
-package = types.ModuleType("minibert"); package.__path__ = [{str(ROOT / 'minibert')!r}]
-sys.modules["minibert"] = package
-from minibert.data import builtin_corpus as bc
+for name, folder in (("minibert", "minibert"), ("minibert.data", "minibert/data")):
+    package = types.ModuleType(name); package.__path__ = [str({str(ROOT)!r}) + "/" + folder]
+    sys.modules[name] = package
+from minibert.data import builtin as bc
 {{body}}
 """
 
 
 def run_under(python: str, body: str) -> str:
-    """Run ``body`` under ``python`` with ``bc`` (minibert.data.builtin_corpus) imported; its stdout."""
+    """Run ``body`` under ``python`` with ``bc`` (minibert.data.builtin) imported; its stdout."""
     done = subprocess.run([python, "-c", SNIPPET.format(body=body)], capture_output=True, text=True, check=True)
     return done.stdout
 
 
 def corpus_module():
-    """minibert.data.builtin_corpus in this interpreter: as SNIPPET imports it, unless already imported."""
-    if "minibert.data.builtin_corpus" not in sys.modules:
+    """minibert.data.builtin in this interpreter: as SNIPPET imports it, unless already imported."""
+    if "minibert.data.builtin" not in sys.modules:
         exec(SNIPPET.format(body=""), {})
-    return sys.modules["minibert.data.builtin_corpus"]
+    return sys.modules["minibert.data.builtin"]
 
 
 def main(pythons: list[str]) -> None:

@@ -80,7 +80,7 @@ def break_labels(kind: str):
 
 def one_document_corpus(folder: Path) -> Path:
     """The built-in corpus's longest document, 100 times over, as a corpus file."""
-    from minibert.data.builtin_corpus import builtin_corpus
+    from minibert.data.builtin import builtin_corpus
     longest = max(builtin_corpus().documents, key=len)
     path = folder / "one_document.txt"
     path.write_text("\n\n".join(["\n".join(longest)] * 100) + "\n", encoding="utf-8")

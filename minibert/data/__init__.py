@@ -11,10 +11,10 @@ Typical use::
         out = model.forward(**batch)      # input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels
 
 The pieces live in smaller modules: :mod:`minibert.data.corpus` (documents and
-readers), :mod:`minibert.data.builtin_corpus`, :mod:`minibert.data.wikitext`,
+readers), :mod:`minibert.data.builtin`, :mod:`minibert.data.wikitext`,
 :mod:`minibert.data.token_cache` and :mod:`minibert.data.pretraining_data`.
 """
-from .builtin_corpus import builtin_corpus, default_cache_dir
+from .builtin import builtin_corpus, default_cache_dir
 from .corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
 from ..constants import IGNORE_INDEX
 from .instances import (TrainingInstance, create_instances_from_document, create_training_instances,

@@ -10,7 +10,7 @@ Sources (the type and the file readers are defined in :mod:`minibert.data.docume
   per line, a blank line between documents.
 * :func:`read_plain_text` — ordinary text; paragraphs (separated by blank lines)
   are cut into sentences by :func:`split_sentences`.
-* :func:`minibert.data.builtin_corpus.builtin_corpus` — prose shipped with Python itself.
+* :func:`minibert.data.builtin.builtin_corpus` — prose shipped with Python itself.
 * :func:`minibert.data.wikitext.load_wikitext2` — WikiText-2 (raw).
 * :func:`load_corpus` picks one of these by name.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from .builtin_corpus import builtin_corpus
+from .builtin import builtin_corpus
 from .documents import Corpus, paragraphs, read_bert_format, read_plain_text, split_sentences
 from .wikitext import load_wikitext2
 
@@ -30,7 +30,7 @@ def load_corpus(source: str | os.PathLike, fmt: str = "bert", *, data_dir: str |
     """A corpus by name or path.
 
     Args:
-        source: ``"builtin"`` (see :mod:`minibert.data.builtin_corpus`), ``"wikitext-2"``
+        source: ``"builtin"`` (see :mod:`minibert.data.builtin`), ``"wikitext-2"``
             (see :func:`minibert.data.wikitext.load_wikitext2`), or the path of a text file.
         fmt: for a path: ``"bert"`` (one sentence per line, blank line between documents)
             or ``"plain"`` (ordinary text: one document per paragraph for a single file, one
