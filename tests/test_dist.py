@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, hold_lock_elsewhere
+from minibert.train.errors import AgreedError
 
 BIN = Path(sys.executable).parent
 MPIEXEC = BIN / "mpiexec"
@@ -488,7 +489,10 @@ def test_the_nccl_path_refuses_fewer_gpus_than_ranks_and_a_cupy_without_nccl(mon
     assert nccl.select_gpu(1, 2) == "0000:00:00.0" and calls == [("device", 0)]
     # ... but two processes that share one GPU are refused, naming both
     nccl.check_one_per_gpu([("a", "0000:00:00.0"), ("b", "0000:00:00.0")])      # two machines: fine
-    with pytest.raises(ValueError, match="ranks 0 and 1 both got GPU 0000:00:00.0 on a"):
+    # every rank sees the same list and raises the same error: rank 0 alone will say it
+    with pytest.raises(AgreedError, match="ranks 0 and 1 both got GPU 0000:00:00.0 on a") as caught:
         nccl.check_one_per_gpu([("a", "0000:00:00.0"), ("a", "0000:00:00.0")])
-    with pytest.raises(RuntimeError, match="built without it"):
+    assert type(caught.value.error) is ValueError and caught.value.kind == "ValueError"
+    with pytest.raises(AgreedError, match="built without it") as caught:
         nccl.NcclGrads(comm)
+    assert type(caught.value.error) is RuntimeError
