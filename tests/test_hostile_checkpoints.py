@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import minibert as mb
+from minibert.data.tokenizer import WordPieceTokenizer
 from minibert.cli import main
 from minibert.model.inference import fill_mask
 from minibert.data.vocab import bert_special_layout
@@ -67,7 +68,7 @@ def test_from_pretrained_strict_false_loads_a_masked_lm_and_names_what_was_absen
     assert model.loading_info.missing == ["bert.pooler.dense.weight", "bert.pooler.dense.bias",
                                           "cls.seq_relationship.weight", "cls.seq_relationship.bias"]
     assert model.loading_info.unexpected == []
-    tokenizer = mb.tokenizer.WordPieceTokenizer.from_vocab_file(folder / "vocab.txt")
+    tokenizer = WordPieceTokenizer.from_vocab_file(folder / "vocab.txt")
     got = fill_mask(model, tokenizer, TEXT, top_k=10)[0]
     want = expected_top(transformers_probabilities(copy.deepcopy(reference).double(), tokenizer, TEXT)[0], vocab, 10)
     assert [t for t, _ in got] == [t for t, _ in want]
@@ -93,7 +94,7 @@ def test_fill_mask_on_a_masked_lm_saved_by_transformers_predicts_what_transforme
     assert captured.err.strip().splitlines() == [
         f"note: {folder} has no bert.pooler.dense.{{weight, bias}}, cls.seq_relationship.{{weight, bias}} "
         f"(fill-mask does not use them)"]
-    tokenizer = mb.tokenizer.WordPieceTokenizer.from_vocab_file(folder / "vocab.txt")
+    tokenizer = WordPieceTokenizer.from_vocab_file(folder / "vocab.txt")
     want = expected_top(transformers_probabilities(reference, tokenizer, TEXT)[0], vocab, 4)
     shown = "  ".join(f"{t} ({p:.3f})" if p >= 0.001 else f"{t} ({p:.1e})" for t, p in want)
     assert captured.out.splitlines() == [TEXT, f"  [MASK] #1: {shown}"]
@@ -123,6 +124,6 @@ def test_a_vocab_txt_of_another_size_than_the_model_is_refused_at_load(masked_lm
     assert err == (f"minibert fill-mask: error: {tmp_path / 'vocab.txt'} has {len(other)} tokens but the model's "
                    f"vocabulary has {len(vocab)} (vocab_size in its config.json): the two belong to different "
                    f"models; use the vocab.txt the model was trained with")
-    tokenizer = mb.tokenizer.WordPieceTokenizer(other)
+    tokenizer = WordPieceTokenizer(other)
     with pytest.raises(ValueError, match=f"has {len(other)} tokens but the model's vocabulary has {len(vocab)}"):
         fill_mask(complete, tokenizer, "the [MASK] .")           # the library's fill_mask checks it too

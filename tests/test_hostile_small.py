@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import minibert as mb
+from minibert.data.tokenizer import WordPieceTokenizer
 from minibert.cli import main
 from minibert.train import TrainArgs, pretrain
 from minibert.data.vocab import bert_special_layout
@@ -50,7 +51,7 @@ def test_a_vocabulary_that_stops_short_says_why_truly(corpus_file, tmp_path, cap
     found = re.search(r"no pair of adjacent pieces is seen twice or more, where training stops; ([\d,]+) of its "
                       r"([\d,]+) distinct words are still split into pieces\)$", note)
     assert found and int(found.group(1).replace(",", "")) > 0, note
-    tokenizer = mb.tokenizer.WordPieceTokenizer.from_vocab_file(tmp_path / "v.txt")
+    tokenizer = WordPieceTokenizer.from_vocab_file(tmp_path / "v.txt")
     words = {w for line in corpus_file.read_text().splitlines() for w in tokenizer.basic.tokenize(line)}
     assert int(found.group(1).replace(",", "")) == sum(len(tokenizer.tokenize(w)) > 1 for w in words)
     (tmp_path / "tiny.txt").write_text("ab ab ab cd cd cd\n")
@@ -147,7 +148,6 @@ def test_a_stop_at_behind_the_checkpoint_is_refused(corpus_file, tmp_path, capsy
 def test_fill_mask_checks_top_k_and_text_and_names_a_lowercase_mask(wide_model):
     # top_k=0 gave [[]], -1 every token but one, 2.5 a TypeError from a slice; [mask] said only "no [MASK]"
     from minibert.model.inference import fill_mask
-    from minibert.data.tokenizer import WordPieceTokenizer
     model = mb.BertForPreTraining.from_pretrained(wide_model)
     tokenizer = WordPieceTokenizer.from_vocab_file(wide_model / "vocab.txt")
     for bad in (0, -1, 2.5, True):
