@@ -82,7 +82,7 @@ def build_run(args, comm):
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)
     stream = FixedBatches(cfg.to_dict(), args.batch, args.seq_len, a.steps)
     return Run(args=a, out=Path("."), model=model, opt=opt, scaler=None, stream=stream, eval_batches=[],
-               tokenizer=None, identity={}, baseline=0.0, step=0, last_ckpt=None, window=None,
+               tokenizer=None, identity={}, counts=None, baseline=0.0, step=0, last_ckpt=None, window=None,
                comm=comm, metrics=MetricsLog(None, [], comm=comm))
 
 

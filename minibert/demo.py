@@ -3,7 +3,8 @@
 A few minutes on a laptop CPU: the WordPiece vocabulary is trained on the
 corpus, the model starts from random weights, and at the end the held-out
 numbers are printed next to the baselines a model that learned nothing would
-get, with the loss curves and a few fill-mask predictions.
+get (guessing by word frequency), with the loss curves and some held-out masked
+words, drawn at random, with the model's guesses.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import signal
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .checks import is_int
-from .train import (METRICS_NAME, OUTPUT_NAMES, RUN_NAME, TrainArgs, check_args, fill_mask,
-                    lock_run_folder, pretrain)
+from .train import METRICS_NAME, OUTPUT_NAMES, RUN_NAME, TrainArgs, check_args, heldout, lock_run_folder, pretrain
 
 # Short sequences in large batches: within a few CPU minutes the model sees many
 # sequences, and NSP (one label per sequence) gets 128 labels a step.  BERT's
@@ -24,14 +26,6 @@ from .train import (METRICS_NAME, OUTPUT_NAMES, RUN_NAME, TrainArgs, check_args,
 DEMO = dict(corpus="builtin", config="tiny", vocab_size=4000, seq_len=32, batch_size=128,
             steps=800, lr=3e-3, warmup=80, eval_every=100, save_every=200, log_every=10,
             heldout_fraction=0.1, eval_instances=512, seed=0)
-
-SENTENCES = [
-    "the [MASK] statement exits the innermost enclosing loop .",
-    "return a new list containing the [MASK] of the sequence .",
-    "raise a valueerror if the [MASK] is not found .",
-    "if the file does not exist , an [MASK] is raised .",
-]
-
 
 MARKER = ".minibert-demo"   # written into the demo's folder: the only folder it will ever delete
 
@@ -59,24 +53,37 @@ def run_demo(out="runs/demo", steps=None, device="cpu") -> int:
               f"held-out numbers, loss curves and model; run it again to start it over")
         signum = getattr(signal, str(result.stopped_by), None)
         return 128 + int(signum) if isinstance(signum, signal.Signals) else 1
-    ev = result.final_eval
-    V = result.model.config.vocab_size
     print()
     print(f"held-out after {result.step} steps ({time.perf_counter() - start:.0f} s in all):")
+    show_heldout(result)
+    print(f"\nloss curves: {result.out / 'loss.png'}   model: {result.out / 'model'}")
+    return 0
+
+
+def show_heldout(result, examples_shown: int = 4) -> None:
+    """The held-out numbers beside what a model that learned nothing would get, and some held-out
+    masked words (drawn at random, not chosen) with the model's guesses."""
+    ev, tokenizer = result.final_eval, result.tokenizer
+    V = result.model.config.vocab_size
+    found = heldout.predictions(result.model, result.eval_batches, result.token_counts)
+    common = [tokenizer.vocab[i] for i in np.argsort(-result.token_counts, kind="stable")[:5]]
     print(f"  {'':22s}{'minibert':>10s}{'baseline':>10s}")
     print(f"  {'MLM loss (nats)':22s}{ev['mlm_loss']:10.3f}{ev['unigram_baseline']:10.3f}"
           f"   guessing by word frequency alone (uniform guess: ln V = {math.log(V):.2f})")
-    print(f"  {'MLM accuracy':22s}{ev['mlm_acc']:10.1%}")
+    for k, which in ((1, f"always {common[0]!r}"), (5, "always " + " ".join(common))):
+        model, frequency = heldout.top_k_accuracy(found, k)
+        print(f"  {f'MLM top-{k} accuracy':22s}{model:10.1%}{frequency:10.1%}   {which}")
     print(f"  {'NSP accuracy':22s}{ev['nsp_acc']:10.1%}{max(0.5, ev['nsp_majority']):10.1%}"
           f"   chance: the {ev['n_pairs']} held-out pairs are half IsNext, half NotNext")
     print(f"  ({ev['n_masked']} masked tokens in held-out documents the model never saw)")
-    print()
-    print("fill-mask, top 5:")
-    for text in SENTENCES:
-        preds = fill_mask(result.model, result.tokenizer, text, top_k=5)[0]
-        print(f"  {text}\n      " + "  ".join(f"{t} ({p:.2f})" for t, p in preds))
-    print(f"\nloss curves: {result.out / 'loss.png'}   model: {result.out / 'model'}")
-    return 0
+    shown = heldout.examples(found, result.eval_batches, tokenizer, n=examples_shown)
+    print(f"\n{len(shown)} held-out masked words (____), drawn at random, in the text as the model saw it "
+          f"(other words masked or replaced too): the true word's rank among {V:,} under minibert and by "
+          f"frequency, and minibert's top 5")
+    for ex in shown:
+        p = ex["prediction"]
+        print(f"  {ex['text']}\n      {ex['true']}: rank {p.model_rank} under minibert, {p.frequency_rank} by "
+              f"frequency; minibert: " + "  ".join(f"{t} ({q:.2f})" for t, q in ex["top"]))
 
 
 def clear_previous_demo(out: Path) -> None:

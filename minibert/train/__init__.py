@@ -32,7 +32,7 @@ from .checkpoints import check_complete, restore_run, run_identity, save_run
 from .data import BatchStream, Prefetch, load_run_corpus, prepare_data, split_documents
 from .errors import TrainingError
 from .loop import pretrain, train_step
-from .metrics import MetricsLog, batch_stats, evaluate, unigram_baseline, unknown_share
+from .metrics import MetricsLog, batch_stats, evaluate, token_counts, unigram_baseline, unknown_share
 from .plot import plot_history
 from .run_folder import (METRICS_NAME, OUTPUT_NAMES, PLOT_NAME, RUN_NAME, VOCAB_NAME, check_writable,
                          export_model, lock_run_folder, start_fresh)
@@ -43,4 +43,4 @@ __all__ = ["BatchStream", "METRICS_NAME", "MetricsLog", "OUTPUT_NAMES", "PLOT_NA
            "check_args", "check_complete", "check_writable", "evaluate", "export_model", "fill_mask",
            "load_model_config", "load_run_corpus", "lock_run_folder", "plot_history", "prepare_data",
            "pretrain", "restore_run", "run_identity", "save_run", "split_documents", "start_fresh",
-           "train_step", "unigram_baseline", "unknown_share"]
+           "token_counts", "train_step", "unigram_baseline", "unknown_share"]

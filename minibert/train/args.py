@@ -68,6 +68,8 @@ class RunResult:
     model: object = None
     tokenizer: object = None
     stopped_by: str | None = None    # "SIGINT", "SIGTERM", "SIGHUP", "stop_at", "stdout closed", "stderr closed", ...
+    eval_batches: list | None = None     # the held-out batches every evaluation used
+    token_counts: object = None          # how often each token occurs in the training text
 
 
 def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:

@@ -17,8 +17,8 @@ from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
 from .errors import DISK_FULL, AgreedError, TrainingError, writes
-from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, unigram_baseline,
-                      unknown_share)
+from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, token_counts,
+                      unigram_baseline, unknown_share)
 from .plot import plot_history
 from .run_facts import data_facts, model_facts, write_run_facts
 from .run_folder import (METRICS_NAME, PLOT_NAME, VOCAB_NAME, export_model, lock_run_folder,
@@ -101,6 +101,7 @@ class Run:
     eval_batches: list
     tokenizer: object
     identity: dict                 # what a checkpoint must match to be resumed by this run
+    counts: object                 # how often each token occurs in the training text
     baseline: float                # the unigram baseline of the held-out MLM loss
     step: int                      # steps done
     last_ckpt: object              # the last checkpoint saved or resumed from; None before the first
@@ -259,7 +260,8 @@ def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, lo
     step, window = _restore(comm, checkpoint, model, opt, stream, identity, scaler)
     comm.broadcast_arrays(model.params.data, opt.m, opt.v)   # the same start on every rank, by construction
 
-    baseline = unigram_baseline(stream.dataset, tokenizer, eval_batches)
+    counts = token_counts(stream.dataset, tokenizer)
+    baseline = unigram_baseline(counts, eval_batches)
     # what minibert doctor needs to read the curves (the NSP prior, the pairs, the sizes)
     comm.on_root(lambda: write_run_facts(out, args, data_facts(args, corpus, tokenizer, stream.dataset, baseline),
                                          model_facts(config, model.num_parameters())))
@@ -279,7 +281,7 @@ def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, lo
         log(f"data parallel: {comm.size} processes, {args.batch_size // comm.size} of the {args.batch_size} "
             f"sequences of each batch on each")
     metrics = open_metrics(out / METRICS_NAME, step, checkpoint, log, on_record, comm)
-    return Run(args, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, baseline, step,
+    return Run(args, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, counts, baseline, step,
                checkpoint, window, comm, metrics)
 
 
@@ -309,7 +311,8 @@ def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
     args, out, step, history = run.args, run.out, run.step, run.metrics.history
     final_eval = next((h for h in reversed(history) if h["kind"] == "eval"), None)
     result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=run.model,
-                       tokenizer=run.tokenizer, stopped_by=stopped_by)
+                       tokenizer=run.tokenizer, stopped_by=stopped_by, eval_batches=run.eval_batches,
+                       token_counts=run.counts)
     # rank 0 writes the model and the plot while the others wait, and a signal now
     # neither cuts the export short nor ends a waiting rank: the run is all but done
     with StopSignal():

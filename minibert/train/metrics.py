@@ -21,24 +21,30 @@ def unknown_share(batches, tokenizer) -> float:
     return float((ids == tokenizer.unk_id).mean()) if ids.size else 0.0
 
 
-def unigram_baseline(train_dataset, tokenizer, eval_batches) -> float:
-    """The held-out MLM loss of the best context-free guess, in nats per masked token.
-
-    Masked positions are a uniform sample of the ordinary tokens, so a model
-    that ignores the context can do no better than predicting the training
-    corpus's token frequencies.  This is the cross-entropy of the held-out
-    masked targets under those frequencies (add-one smoothed, so an unseen
-    token costs a finite amount).  A model whose held-out MLM loss is not
-    clearly below it has learned nothing from the context.  (The plain
-    entropy of the few thousand held-out targets would be no baseline: with
-    a vocabulary of thousands, that estimate is biased far too low.)
-    """
+def token_counts(train_dataset, tokenizer) -> np.ndarray:
+    """How often each token of the vocabulary occurs in the training instances ([CLS], [SEP] and
+    [PAD], which are never predicted, counted 0): what guessing by frequency knows."""
     counts = np.zeros(tokenizer.vocab_size)
     ids = tokenizer.token_to_id
     for inst in train_dataset.instances:
         for t in inst.tokens:
             counts[ids.get(t, tokenizer.unk_id)] += 1
-    counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]] = 0  # never predicted
+    counts[[tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]] = 0
+    return counts
+
+
+def unigram_baseline(counts: np.ndarray, eval_batches) -> float:
+    """The held-out MLM loss of the best context-free guess, in nats per masked token.
+
+    Masked positions are a uniform sample of the ordinary tokens, so a model
+    that ignores the context can do no better than predicting the training
+    corpus's token frequencies (``counts``, from ``token_counts``).  This is the
+    cross-entropy of the held-out masked targets under those frequencies
+    (add-one smoothed, so an unseen token costs a finite amount).  A model whose
+    held-out MLM loss is not clearly below it has learned nothing from the
+    context.  (The plain entropy of the few thousand held-out targets would be
+    no baseline: with a vocabulary of thousands, that estimate is biased far too low.)
+    """
     p = (counts + 1) / (counts.sum() + counts.size)
     labels = np.concatenate([b["mlm_labels"].ravel() for b in eval_batches])
     return float(-np.log(p[labels[labels != IGNORE_INDEX]]).mean())
