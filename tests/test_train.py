@@ -232,7 +232,8 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     from minibert.demo import run_demo
     assert run_demo(tmp_path / "demo", steps=2) == 0
     out = capsys.readouterr().out
-    assert "held-out after 2 steps" in out and "MLM loss" in out and "fill-mask" in out
+    assert "held-out after 2 steps" in out and "MLM loss" in out and "MLM top-5 accuracy" in out
+    assert "under minibert" in out and "by frequency" in out     # the held-out examples
     assert (tmp_path / "demo" / "loss.png").is_file() and (tmp_path / "demo" / "model" / "vocab.txt").is_file()
     assert run_demo(tmp_path / "demo", steps=1) == 0  # its own earlier run is replaced
     precious = tmp_path / "thesis"
