@@ -70,9 +70,15 @@ def show_heldout(result, examples_shown: int = 4) -> None:
     print(f"  {'':22s}{'minibert':>10s}{'baseline':>10s}")
     print(f"  {'MLM loss (nats)':22s}{ev['mlm_loss']:10.3f}{ev['unigram_baseline']:10.3f}"
           f"   guessing by word frequency alone (uniform guess: ln V = {math.log(V):.2f})")
+    # 80% of the positions show [MASK]; at the others the model sees a random token or the true one
+    at_mask = [p for p in found if p.shown_id == tokenizer.mask_id]
     for k, which in ((1, f"always {common[0]!r}"), (5, "always " + " ".join(common))):
         model, frequency = heldout.top_k_accuracy(found, k)
         print(f"  {f'MLM top-{k} accuracy':22s}{model:10.1%}{frequency:10.1%}   {which}")
+    for k in (1, 5):
+        model, frequency = heldout.top_k_accuracy(at_mask, k)
+        print(f"  {f'  at [MASK] only':22s}{model:10.1%}{frequency:10.1%}   top-{k}, the {len(at_mask)} "
+              f"positions that show [MASK]" + (" (the rest show a random or the true word)" if k == 1 else ""))
     print(f"  {'NSP accuracy':22s}{ev['nsp_acc']:10.1%}{max(0.5, ev['nsp_majority']):10.1%}"
           f"   chance: the {ev['n_pairs']} held-out pairs are half IsNext, half NotNext")
     print(f"  ({ev['n_masked']} masked tokens in held-out documents the model never saw)")

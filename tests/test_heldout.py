@@ -26,6 +26,7 @@ def test_ranks_agree_with_a_brute_force_ranking_and_the_evaluation(run):
     for p in found[:50]:
         batch = run.eval_batches[p.batch]
         assert batch["mlm_labels"].reshape(-1)[p.position] == p.true_id
+        assert batch["input_ids"].reshape(-1)[p.position] == p.shown_id
         logits = run.model.forward(**{k: v[p.position // batch["input_ids"].shape[1]][None]
                                       for k, v in batch.items()}, train=False).mlm_logits
         row = np.asarray(logits)[list(np.flatnonzero(batch["mlm_labels"][p.position // batch["input_ids"].shape[1]]
@@ -59,7 +60,7 @@ def test_examples_are_drawn_by_the_seed_among_masked_whole_words(run):
 def test_the_demo_prints_top_k_against_the_frequency_guess(run, capsys):
     show_heldout(run, examples_shown=2)
     text = capsys.readouterr().out
-    assert "MLM top-1 accuracy" in text and "MLM top-5 accuracy" in text
+    assert "MLM top-1 accuracy" in text and "MLM top-5 accuracy" in text and text.count("at [MASK] only") == 2
     top = run.tokenizer.vocab[int(np.argmax(run.token_counts))]
     assert f"always {top!r}" in text
     assert text.count(" under minibert, ") == 2     # one line per example

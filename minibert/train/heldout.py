@@ -24,6 +24,7 @@ class Prediction:
     batch: int
     position: int                 # (row, column) flattened: row * seq_len + column
     true_id: int
+    shown_id: int                 # what the model saw there: [MASK], a random token or the true one
     model_rank: int               # 1: the model's first choice
     frequency_rank: int           # 1: the most frequent token of the training text
     top_ids: np.ndarray           # the model's five best tokens, best first
@@ -47,6 +48,7 @@ def predictions(model, eval_batches, counts: np.ndarray, top: int = 5) -> list[P
         logits = to_numpy(out.mlm_logits).astype(np.float64)      # (M, V): the labelled positions only
         targets = to_numpy(out.mlm_targets)
         positions = to_numpy(out.mlm_positions)
+        shown = batch["input_ids"].reshape(-1)[positions]
         true_logit = logits[np.arange(len(targets)), targets]
         # rank of the true token: 1 + the tokens the model scores strictly higher
         ranks = 1 + (logits > true_logit[:, None]).sum(axis=1)
@@ -54,7 +56,7 @@ def predictions(model, eval_batches, counts: np.ndarray, top: int = 5) -> list[P
         probs = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs /= probs.sum(axis=1, keepdims=True)
         for i in range(len(targets)):
-            found.append(Prediction(b, int(positions[i]), int(targets[i]), int(ranks[i]),
+            found.append(Prediction(b, int(positions[i]), int(targets[i]), int(shown[i]), int(ranks[i]),
                                     int(by_frequency[targets[i]]), best[i], probs[i, best[i]]))
     model.release()   # nothing here is back-propagated
     return found
@@ -62,6 +64,8 @@ def predictions(model, eval_batches, counts: np.ndarray, top: int = 5) -> list[P
 
 def top_k_accuracy(found: list[Prediction], k: int) -> tuple[float, float]:
     """(the model's, the frequency ranking's) share of positions whose true token ranks ``k`` or better."""
+    if not found:
+        return float("nan"), float("nan")
     model = np.mean([p.model_rank <= k for p in found])
     frequency = np.mean([p.frequency_rank <= k for p in found])
     return float(model), float(frequency)
@@ -78,7 +82,7 @@ def examples(found: list[Prediction], eval_batches, tokenizer, n: int = 4, seed:
         # the piece after it: a word goes on in a "##" piece (whose true token is its label if masked)
         after = labels[col + 1] if col + 1 < len(labels) and labels[col + 1] >= 0 else \
             ids[row, col + 1] if col + 1 < ids.shape[1] else tokenizer.pad_id
-        return (ids[row, col] == tokenizer.mask_id and tokenizer.vocab[p.true_id].isalpha()
+        return (p.shown_id == tokenizer.mask_id and tokenizer.vocab[p.true_id].isalpha()
                 and not tokenizer.vocab[after].startswith("##"))
     candidates = [p for p in found if shown(p)]
     rng = np.random.default_rng(seed)
