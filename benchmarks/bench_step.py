@@ -1,7 +1,7 @@
 """One full pre-training step, minibert against PyTorch, side by side on this machine.
 
 A step is: forward with MLM and NSP labels (dropout on), backward, AdamW.
-Three forms are timed, each in a fresh process of its own with the same
+Four forms are timed, each in a fresh process of its own with the same
 thread count, dtype, batch and dropout:
 
   minibert        minibert.BertForPreTraining + minibert.optim.AdamW
@@ -10,6 +10,9 @@ thread count, dtype, batch and dropout:
                   fair comparison)
   torch-stock     transformers.BertForPreTraining as it ships (MLM decoder
                   over all B*T positions)
+  torch-sdpa      torch-gathered with transformers' default attention, PyTorch's
+                  scaled_dot_product_attention (fused kernels on a GPU), whatever
+                  --attn says
 
 Each process: builds the model, times a plain float32 matmul (the GEMM peak
 of this machine in that library), runs ``--warmup`` steps, then ``--reps``
@@ -20,8 +23,10 @@ FLOPs: only matrix products are counted (2*m*n*k each); a training step costs
 3x the forward products (backward computes one product for the input
 gradient and one for the weight gradient per forward product).  The count is
 that of the gathered algorithm (MLM decoder at the N labelled positions
-only) for all three forms, so "GFLOP/s" is useful work per second and the
-stock form's wasted decoder work does not inflate its number.
+only) for every form, so "GFLOP/s" is useful work per second and the
+stock form's wasted decoder work does not inflate its number.  MFU (model
+FLOPs utilisation) is that rate over the GEMM peak measured in the same
+process: the share of what a large product reaches on this device.
 
 Peak memory: the peak resident set size during the timed steps minus the
 resident size after the imports and the batch were made (so it covers the
@@ -67,7 +72,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMS = ("minibert", "torch-gathered", "torch-stock")
+FORMS = ("minibert", "torch-gathered", "torch-stock", "torch-sdpa")
+GATHERED = ("torch-gathered", "torch-sdpa")          # the MLM head at the labelled positions only
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                "MINIBERT_NUM_THREADS")
 
@@ -185,7 +191,7 @@ def run_minibert(cfg, batch, args):
     return (mixed_step if args.mixed_precision else step), peak
 
 
-def run_torch(cfg, batch, args, gathered):
+def run_torch(cfg, batch, args, gathered, attn):
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -202,7 +208,7 @@ def run_torch(cfg, batch, args, gathered):
     else:
         peak = gemm_peak(lambda a, b: a @ b, lambda n: torch.randn(n, n, dtype=torch.float32))
     hc = transformers.BertConfig(**cfg)
-    hc._attn_implementation = args.attn
+    hc._attn_implementation = attn
     torch.manual_seed(0)
     model = transformers.BertForPreTraining(hc).to(dtype).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
@@ -254,7 +260,8 @@ def worker(args):
     if args.form == "minibert":
         step, peak = run_minibert(cfg, batch, args)
     else:
-        step, peak = run_torch(cfg, batch, args, gathered=args.form == "torch-gathered")
+        step, peak = run_torch(cfg, batch, args, gathered=args.form in GATHERED,
+                               attn="sdpa" if args.form == "torch-sdpa" else args.attn)
     losses = [step() for _ in range(args.warmup)]
     can_reset = reset_peak_rss()
     gpu_pool = None
@@ -395,24 +402,24 @@ def main_parent(args):
         r0 = next(iter(rows.values()))
         print(f"\n## {preset}: {r0['step_gflop']:.1f} GFLOP per step (matmuls, gathered MLM), "
               f"{r0['n_masked']} labelled positions")
-        print(f"| form | step ms (median) | best ms | tokens/s | GFLOP/s | GEMM peak GFLOP/s | % of peak | peak MiB |")
+        print(f"| form | step ms (median) | best ms | tokens/s | GFLOP/s | GEMM peak GFLOP/s | MFU (% of peak) | peak MiB |")
         print(f"|---|---:|---:|---:|---:|---:|---:|---:|")
         for form, r in rows.items():
             print(f"| {form} | {1e3 * r['step_s']:.1f} | {1e3 * r['min_s']:.1f} | {r['tokens_per_s']:.0f} | {r['gflops']:.1f} | "
                   f"{r['gemm_peak']:.1f} | {100 * r['gflops'] / r['gemm_peak']:.0f}% | {r['peak_mib']:.0f} |")
     print("\n## ratios minibert / PyTorch (median step time, best step time in brackets; peak memory)")
-    print("| preset | / torch-gathered | / torch-stock | memory / torch-gathered |")
-    print("|---|---:|---:|---:|")
+    others = [f for f in args.forms if f != "minibert"]
+    print("| preset | " + " | ".join(f"/ {f}" for f in others) + " | memory / torch-gathered |")
+    print("|---|" + "---:|" * (len(others) + 1))
     by = {(r["preset"], r["form"]): r for r in results}
     for preset in args.presets:
         m = by.get((preset, "minibert"))
-        g = by.get((preset, "torch-gathered"))
-        s = by.get((preset, "torch-stock"))
         if not m:
             continue
         fmt = lambda a, b, key: f"{a[key] / b[key]:.2f}x" if b else "-"
         both = lambda a, b: f"{fmt(a, b, 'step_s')} ({fmt(a, b, 'min_s')})" if b else "-"
-        print(f"| {preset} | {both(m, g)} | {both(m, s)} | {fmt(m, g, 'peak_mib')} |")
+        cells = [both(m, by.get((preset, f))) for f in others]
+        print(f"| {preset} | " + " | ".join(cells) + f" | {fmt(m, by.get((preset, 'torch-gathered')), 'peak_mib')} |")
     busy = [b for r in results for b in (r["busy_before"] or []) if b is not None]
     if busy:
         print(f"\n# CPU use by other processes in the second before each run: "

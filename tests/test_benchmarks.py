@@ -14,9 +14,11 @@ def test_bench_step_smoke_prints_every_form_and_the_ratios():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--smoke"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    for form in ("| minibert |", "| torch-gathered |", "| torch-stock |"):
+    for form in ("| minibert |", "| torch-gathered |", "| torch-stock |", "| torch-sdpa |"):
         assert form in res.stdout
     assert "ratios minibert / PyTorch" in res.stdout and "| tiny |" in res.stdout
+    assert "| preset | / torch-gathered | / torch-stock | / torch-sdpa | memory / torch-gathered |" in res.stdout
+    assert "MFU (% of peak)" in res.stdout
 
 
 def test_bench_step_profile_smoke_accounts_for_the_step():
