@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every check that needs a GPU, in one go, for a machine that has one for a short while:
+#   1. tests/test_gpu.py (every CUDA kernel and a model on each set of ops against the reference);
+#   2. the step table: bench_step.py --device cuda, small and base at sequence length 128 and
+#      512, float32 and mixed precision, minibert against PyTorch eager and SDPA;
+#   3. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched).
+# Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
+# the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
+#   --quick: one round and 5 timed steps per form (about half the time).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/gpu}
+PY=${PYTHON:-python}
+mkdir -p "$OUT"
+reps=10; rounds=2
+if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+echo "== $(cat "$OUT/gpu.txt")"
+
+echo "== tests/test_gpu.py"
+$PY -m pytest -q -p no:cacheprovider tests/test_gpu.py > "$OUT/test_gpu.log" 2>&1
+tail -3 "$OUT/test_gpu.log"
+
+for precision in float32 mixed; do
+  flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
+  for seq in 128 512; do
+    name="step_${precision}_${seq}"
+    echo "== bench_step $precision seq-len $seq"
+    $PY benchmarks/bench_step.py --device cuda --presets small base --seq-len "$seq" $flag \
+        --forms minibert torch-gathered torch-sdpa --rounds "$rounds" --reps "$reps" --wait-idle 0 \
+        --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+    sed -n '/## ratios/,$p' "$OUT/$name.md"
+  done
+done
+
+for nb in 07_gpu_with_cupy 10_mixed_precision; do
+  echo "== notebook $nb"
+  $PY -m jupyter nbconvert --to notebook --execute "notebooks/$nb.ipynb" --output-dir "$OUT" \
+      --output "${nb}_on_this_gpu" > "$OUT/$nb.log" 2>&1 && echo "ran" || tail -5 "$OUT/$nb.log"
+done
