@@ -1,5 +1,5 @@
 # slip: v is not bias-corrected: the update divides by sqrt(v) instead of sqrt(v / (1 - beta2^t))
-# names it: v_hat | beta2^t | beta2 ** t | 1 - beta2 | bias correction & v | bias-correction & v | second moment
+# names it: bias correction & v | bias-correct & v | bias-correction & v | v is not bias | v_hat is missing | sqrt(v) instead | second moment
 """Exercise: one AdamW step on one parameter tensor.
 
 Adam keeps two running averages per parameter, of the gradient (m) and of its

@@ -1,5 +1,5 @@
 # slip: only the positions that became [MASK] get a label; the chosen positions replaced by a random token or left unchanged get -100
-# names it: unchanged | random token & label | every chosen | all chosen | chosen position & label | 10%
+# names it: every chosen position | all chosen positions | label & random token | label & left unchanged | label & not masked
 """Exercise: BERT's masked-language-model corruption of one sequence.
 
 BERT's rule (google-research/bert, create_pretraining_data.py):

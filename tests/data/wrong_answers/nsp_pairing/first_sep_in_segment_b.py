@@ -1,5 +1,5 @@
 # slip: token_type_ids give the first [SEP] segment 1: [0] * (len(A) + 1) + [1] * (len(B) + 2)
-# names it: first [sep] | middle [sep] | [sep] after a | separator
+# names it: first [sep] | middle [sep] | [sep] after a | separator | 0 for [cls] a [sep]
 """Exercise: one next-sentence-prediction (NSP) example.
 
 BERT's second pre-training task: given [CLS] A [SEP] B [SEP], predict from
