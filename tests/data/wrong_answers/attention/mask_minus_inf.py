@@ -1,0 +1,85 @@
+# slip: the padded keys get -inf: a sequence that is padding only gives a row of -inf, and exp/sum makes it NaN
+# names it: -inf | infinit | nan | finite | padding only | all padding | only padding
+"""Exercise: scaled dot-product attention with a padding mask.
+
+For every head, each query attends to every key of its sequence:
+
+    S = q k^T / sqrt(D)                (B, A, T, T): one score per (query, key)
+    S[..., key] = -big   where the key is padding (attention_mask == 0)
+    P = softmax(S) over the keys       (each row sums to 1)
+    out = P v                          (B, A, T, D)
+
+Shapes: B batch, A heads, T sequence length, D head size (H / A).
+
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (q, k,
+v, attention_mask, dout, the cache): compute new arrays and return them.  The
+caller still uses its arrays after the call: a residual connection sends the
+same x, and the same gradient, into two branches.
+
+Check your work with:   python -m exercises check attention
+"""
+import math
+
+import numpy as np
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attention_forward(q, k, v, attention_mask):
+    """Forward pass.
+
+    Args:
+        q, k, v: (B, A, T, D)
+        attention_mask: (B, T) of 0/1: 1 = a real token, 0 = padding
+
+    Returns:
+        out: (B, A, T, D)
+        cache: what the backward pass needs
+
+    Hints:
+        * the mask hides *keys* (the last axis of S), for every query and head:
+          reshape it to (B, 1, 1, T) so it broadcasts.
+        * mask *before* the softmax, by adding a very negative number to the
+          scores of padded keys (np.finfo(q.dtype).min, as Hugging Face does).
+          Zeroing probabilities after the softmax leaves rows that no longer
+          sum to 1.
+        * do not forget the 1 / sqrt(D).
+        * scores can be large: subtract each row's maximum before exp, as in
+          the softmax exercise.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = q @ k.swapaxes(-1, -2) * scale
+    bias = np.where(attention_mask == 1, 0.0, -np.inf)
+    scores = scores + bias[:, None, None, :]
+    probs = _softmax(scores)
+    out = probs @ v
+    cache = (q, k, v, probs, scale)
+    return out, cache
+
+
+def attention_backward(dout, cache):
+    """Backward pass.
+
+    Args:
+        dout: (B, A, T, D)
+
+    Returns:
+        dq, dk, dv: (B, A, T, D) each
+
+    Derivation (the mask is a constant, so it acts only through P):
+        dv = P^T dout
+        dP = dout v^T
+        dS = P * (dP - sum_keys(dP * P))        (the softmax backward, row by row)
+        dq = dS k / sqrt(D)        dk = dS^T q / sqrt(D)
+    """
+    q, k, v, probs, scale = cache
+    dv = probs.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True)) * scale
+    dq = dscores @ k
+    dk = dscores.swapaxes(-1, -2) @ q
+    return dq, dk, dv

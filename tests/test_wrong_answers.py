@@ -1,0 +1,71 @@
+"""The wrong answers in tests/data/wrong_answers: each one fails its checker.
+
+They run through tools/hint_census.py's own path (the command line, one
+process per answer), so a wrong answer the checker passes shows up here and
+in the census alike.  How often the first hint names the mistake is the
+census's business (tests/data/wrong_answers/README.md), not asserted here:
+it changes as the checkers' hints do.
+"""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("hint_census", ROOT / "tools" / "hint_census.py")
+census = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(census)
+
+FILES = census.answer_files()
+EXERCISES = {p.name for p in (ROOT / "exercises" / "stubs").glob("*.py") if p.name != "__init__.py"}
+
+
+def _id(path):
+    return f"{path.parent.name}/{path.stem}"
+
+
+def test_the_set_is_wide_enough():
+    exercises = {p.parent.name for p in FILES}
+    assert len(FILES) >= 20 and len(exercises) >= 6, (len(FILES), sorted(exercises))
+    assert {f"{name}.py" for name in exercises} <= EXERCISES, sorted(exercises)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_every_file_says_its_slip_and_rule(path):
+    answer = census.read_answer(path)
+    assert answer["slip"], f"{_id(path)}: no '# slip:' line"
+    assert answer["names_it"], f"{_id(path)}: no '# names it:' rule"
+    # the rule reads the hint, so it must not be matched by nothing at all or by any text
+    assert not census.names_the_mistake("", answer["names_it"])
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_the_checker_rejects_it(path):
+    result = census.census_one(path)
+    assert result["verdict"] == "FAIL", f"{_id(path)} got [{result['verdict']}]: {result['slip']}"
+    assert result["first_fail"], f"{_id(path)}: [FAIL] without a FAIL line"
+
+
+def test_names_it_rules():
+    rule = [["keepdims"], ["axis", "last"]]
+    assert census.names_the_mistake("Use KEEPDIMS=True", rule)
+    assert census.names_the_mistake("sum over the last axis", rule)
+    assert not census.names_the_mistake("sum over the axis 0", rule)
+
+
+def test_first_failure_reads_the_first_fail_and_its_hint():
+    output = "\n".join([
+        "[FAIL] softmax  (x.py)",
+        "  ok    forward vs minibert                          max_rel_error 2.2e-16 (< 1e-07)",
+        "  FAIL  dx vs numerical gradient                     max_rel_error 1.0e+00 (must be < 1e-07)",
+        "        hint: the sum runs over",
+        "        the last axis",
+        "  FAIL  dx again",
+        "        hint: another",
+        "  -> failed: read the first FAIL line and its hint, fix it, run again.",
+    ])
+    verdict, fail, hint = census.first_failure(output)
+    assert verdict == "FAIL"
+    assert fail.startswith("dx vs numerical gradient")
+    assert hint == "the sum runs over the last axis"
+    assert census.first_failure("[PASS] softmax  (x.py)\n  ok    forward\n") == ("PASS", "", "")
