@@ -28,8 +28,10 @@ from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, chec
 from .worker import import_message, source_module
 
 HERE = Path(__file__).resolve().parent
-# what the student copy leaves out: the solutions and the planted mistakes built from them
-INSTRUCTOR_ONLY = ("solutions", "mistakes.py")
+# what the student copy leaves out: the solutions.  The table of usual mistakes (cases/) stays: the
+# checkers recognise a mistake by running its case, and a wrong variant of an op gives nothing away
+# that minibert, which the copy needs installed, does not hold already.
+INSTRUCTOR_ONLY = ("solutions",)
 
 
 def load_module(name: str, source: str = "stubs"):

@@ -15,9 +15,21 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import MAX_DEPTH
+from .codec import MAX_DEPTH
 
 MAX_MESSAGE = 2000            # characters of an exception message kept
+
+
+class WorkerGone(BaseException):
+    """The worker stopped answering: it ran out of time, exited, crashed or sent nonsense.
+
+    A BaseException, so that the checkers' own ``except Exception`` (around a
+    diagnosis, say) lets it through: nothing more can be asked of the worker.
+    """
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.hint = message, hint
 
 
 class RemoteFunction:

@@ -32,8 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from .output import Output
-from .protocol import Decoder, Encoder, ProtocolError, read_frame, write_frame
-from .remote import MAX_MESSAGE, Outcome, RemoteModule, rebuild_exception
+from .codec import Decoder, Encoder
+from .protocol import ProtocolError, read_frame, write_frame
+from .remote import MAX_MESSAGE, Outcome, RemoteModule, WorkerGone, rebuild_exception
 
 HERE = Path(__file__).resolve().parent
 # the worker, in isolated mode (-I: no PYTHON* variables, no user site, not the current folder on
@@ -58,18 +59,6 @@ class LoadError(Exception):
     def __init__(self, message, hint="fix the file so that Python can import it, then run the check again"):
         super().__init__(message)
         self.hint = hint
-
-
-class WorkerGone(BaseException):
-    """The worker stopped answering: it ran out of time, exited, crashed or sent nonsense.
-
-    A BaseException, so that the checkers' own ``except Exception`` (around a
-    diagnosis, say) lets it through: nothing more can be asked of the worker.
-    """
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message, self.hint = message, hint
 
 
 # ------------------------------------------------------------------------------ the worker
@@ -302,7 +291,7 @@ def check_isolated(name: str, source: str = "stubs", timeout: float = DEFAULT_TI
     while it checks this one); it is closed here in any case.
     """
     from .checks import run_check
-    from .harness import Report
+    from .report import Report
 
     report = None
     try:

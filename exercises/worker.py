@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import Decoder, Encoder, read_frame, write_frame
+from .codec import Decoder, Encoder
+from .protocol import read_frame, write_frame
 
 _SCALARS = frozenset((type(None), bool, int, float, str))
 

@@ -20,7 +20,8 @@ from exercises import EXERCISES  # noqa: E402
 from exercises.checks import run_check  # noqa: E402
 from exercises.cli import load_module  # noqa: E402
 from exercises.sandbox import check_isolated  # noqa: E402
-from exercises.protocol import Decoder, Encoder, ProtocolError  # noqa: E402
+from exercises.codec import Decoder, Encoder  # noqa: E402
+from exercises.protocol import ProtocolError  # noqa: E402
 
 SOLUTIONS = ROOT / "exercises" / "solutions"
 STUBS = ROOT / "exercises" / "stubs"
@@ -49,7 +50,7 @@ def check_cli(tmp_path, text: str, *options, name="gelu", timeout=120):
 # ------------------------------------------------------------ the student cannot fake, end or silence it
 def test_rewriting_the_checker_changes_nothing(tmp_path):
     """The untouched stub, with the checker's verdict rewritten to PASS from the student's file."""
-    patch = ('import exercises.harness as _h; _h.Report.passed = property(lambda self: True); '
+    patch = ('import exercises.report as _h; _h.Report.passed = property(lambda self: True); '
              '_h.Report.render = lambda self: f"[PASS] {self.name}"\n')
     code, out = check_cli(tmp_path, patch + (STUBS / "gelu.py").read_text())
     assert code == 1 and "[TODO] gelu" in out and "[PASS]" not in out, out
@@ -164,18 +165,20 @@ def test_isolated_reports_of_wrong_answers_are_the_in_process_ones(tmp_path, cas
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_isolated_reports_of_planted_mistakes_are_the_in_process_ones(tmp_path, name):
-    """The 80 planted mistakes and 12 right variants of exercises/mistakes.py, each run in a worker
+    """Every case of the exercise's table of mistakes and every right variant, each run in a worker
     from a file that rebuilds it there: every report line as in-process (a stand-in module has no
     file, so the headers differ)."""
-    from exercises.mistakes import build, correct_variants
-    for source, cases in (("build", build()[name]), ("correct_variants", correct_variants().get(name, []))):
-        for i, case in enumerate(cases):
-            path = tmp_path / f"{source}_{i}" / f"{name}.py"
-            path.parent.mkdir()
-            path.write_text(f"from exercises.mistakes import {source}\n_m = {source}()[{name!r}][{i}].module\n"
-                            "globals().update({k: v for k, v in vars(_m).items() if not k.startswith('__')})\n")
-            isolated = check_isolated(name, str(path)).render().splitlines()[1:]
-            assert isolated == run_check(name, case.module).render().splitlines()[1:], case.name
+    from exercises.cases import TABLES
+    table = TABLES[name]
+    modules = ([(f"TABLES[{name!r}].cases[{i}].module", case.module) for i, case in enumerate(table.cases)]
+               + [(f"TABLES[{name!r}].variants[{i}][1]", module) for i, (_, module) in enumerate(table.variants)])
+    for i, (source, module) in enumerate(modules):
+        path = tmp_path / f"case_{i}" / f"{name}.py"
+        path.parent.mkdir()
+        path.write_text(f"from exercises.cases import TABLES\n_m = {source}\n"
+                        "globals().update({k: v for k, v in vars(_m).items() if not k.startswith('__')})\n")
+        isolated = check_isolated(name, str(path)).render().splitlines()[1:]
+        assert isolated == run_check(name, module).render().splitlines()[1:], source
 
 
 # ------------------------------------------------------------ what comes back is data, read strictly

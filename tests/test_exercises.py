@@ -1,8 +1,9 @@
 """The exercise checkers are real: each fails on its untouched stub and on planted
-mistakes (with the hint meant for that mistake under the first FAIL line), and
-passes on the solution and on right answers written differently."""
+mistakes (every case of exercises/cases/, with that case's hint under the first
+FAIL line), and passes on the solution and on right answers written differently."""
 import inspect
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,13 @@ if str(ROOT) not in sys.path:          # the exercises live next to the package,
 from exercises import EXERCISES  # noqa: E402
 from exercises.checks import CHECKS, run_check  # noqa: E402
 from exercises.cli import LoadError, load_module  # noqa: E402
-from exercises.mistakes import build, correct_variants  # noqa: E402
+from exercises.cases import TABLES  # noqa: E402
 
-MISTAKES = build()
-PLANTED = [(ex, m) for ex, ms in MISTAKES.items() for m in ms]
-VARIANTS = [(ex, v) for ex, vs in correct_variants().items() for v in vs]
+PLANTED = [(ex, case) for ex, table in TABLES.items() for case in table.cases]
+VARIANTS = [(ex, name, module) for ex, table in TABLES.items() for name, module in table.variants]
+# how many planted mistakes each exercise had before they became one table: never fewer
+CASES_BEFORE = {"linear": 4, "embedding": 2, "layernorm": 8, "gelu": 5, "softmax": 5, "attention": 15,
+                "cross_entropy": 5, "dropout": 11, "mlm_masking": 11, "nsp_pairing": 9, "adamw": 5}
 
 
 def first_fail(text: str):
@@ -36,10 +39,16 @@ def first_fail(text: str):
     return lines[i], " ".join(hints)
 
 
-def test_every_exercise_has_a_checker_and_two_mistakes():
-    assert set(CHECKS) == set(EXERCISES) == set(MISTAKES)
+def hint_pattern(hint: str):
+    """A case's hint as a pattern: each {field} the check fills in (a size, a share) matches any text."""
+    return re.compile(".+?".join(re.escape(part) for part in re.split(r"\{[^{}]*\}", hint)))
+
+
+def test_every_exercise_has_a_checker_and_its_table_of_mistakes():
+    assert set(CHECKS) == set(EXERCISES) == set(TABLES)
     for ex in EXERCISES:
-        assert len(MISTAKES[ex]) >= 2, ex
+        assert len(TABLES[ex].cases) >= CASES_BEFORE[ex], ex
+        assert len({case.name for case in TABLES[ex].cases}) == len(TABLES[ex].cases), ex
         assert (ROOT / "exercises" / "stubs" / f"{ex}.py").is_file()
         assert (ROOT / "exercises" / "solutions" / f"{ex}.py").is_file()
 
@@ -59,21 +68,33 @@ def test_solution_passes(name):
     assert "FAIL" not in report.render()
 
 
-@pytest.mark.parametrize("name,mistake", PLANTED, ids=[f"{e}-{m.name}" for e, m in PLANTED])
-def test_planted_mistake_fails_with_its_hint(name, mistake):
-    """The hint meant for the mistake is the one under the FIRST FAIL line, the one the student reads."""
-    report = run_check(name, mistake.module)
+@pytest.mark.parametrize("name,case", PLANTED, ids=[f"{e}-{c.name}" for e, c in PLANTED])
+def test_planted_mistake_fails_with_its_hint(name, case):
+    """The case's own hint is the one under the FIRST FAIL line, the one the student reads: the
+    checker recognised the case (by its value, its exception or the sign it leaves)."""
+    report = run_check(name, case.module)
     text = report.render()
     assert report.status == "fail", text
     line, hint = first_fail(text)
-    assert mistake.hint in hint, f"first FAIL line: {line.strip()}\n\n{text}"
+    assert hint_pattern(case.hint).search(hint), f"first FAIL line: {line.strip()}\n\n{text}"
     assert report.first_failure == (line[len("  FAIL  "):], hint), text
 
 
-@pytest.mark.parametrize("name,right", VARIANTS, ids=[f"{e}-{v.name}" for e, v in VARIANTS])
-def test_correct_variant_passes(name, right):
+def test_a_table_passes_its_own_checker():
+    """The right functions the cases are built on pass: a case fails by its own change alone."""
+    for name, table in TABLES.items():
+        assert run_check(name, table.module).passed, name
+
+
+def test_the_hint_pattern_fills_the_fields():
+    assert hint_pattern("the row padding_idx={padding_idx} ([PAD])").search("the row padding_idx=0 ([PAD])")
+    assert not hint_pattern("got {n} with max_len={max_len}").search("got 9 with max_len")
+
+
+@pytest.mark.parametrize("name,variant,module", VARIANTS, ids=[f"{e}-{v}" for e, v, _ in VARIANTS])
+def test_correct_variant_passes(name, variant, module):
     """Right answers written another way (google-research/bert's among them) pass."""
-    report = run_check(name, right.module)
+    report = run_check(name, module)
     assert report.passed, report.render()
 
 
@@ -90,9 +111,9 @@ def test_a_structural_failure_is_reported_once(tmp_path):
 
 def test_layernorm_default_eps_is_the_stubs():
     """The checker holds layernorm_forward without eps to the default the stub's signature gives."""
-    from exercises.checks import LAYERNORM_DEFAULT_EPS
+    from exercises.checks.layernorm import DEFAULT_EPS
     stub = load_module("layernorm", "stubs")
-    assert inspect.signature(stub.layernorm_forward).parameters["eps"].default == LAYERNORM_DEFAULT_EPS
+    assert inspect.signature(stub.layernorm_forward).parameters["eps"].default == DEFAULT_EPS
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
@@ -108,7 +129,7 @@ def test_stub_matches_solution_api(name):
 
 
 def test_verdict_shows_the_error_measure():
-    text = run_check("layernorm", MISTAKES["layernorm"][0].module).render()
+    text = run_check("layernorm", TABLES["layernorm"].cases[0].module).render()
     assert "max_rel_error" in text and "FAIL" in text and "hint:" in text
 
 
@@ -161,29 +182,40 @@ def test_cli_on_a_solution_passes_and_on_a_broken_file_fails(tmp_path):
 
 
 def test_make_student_leaves_the_solutions_out(tmp_path):
+    """The copy has the stubs, the checkers and the table of mistakes (the checkers recognise a case by
+    running it), never the solutions; and it checks, with the same hints, without them."""
     res = _run("make-student", str(tmp_path))
     assert res.returncode == 0, res.stderr
     copy = tmp_path / "exercises"
-    assert (copy / "stubs" / "layernorm.py").is_file() and (copy / "checks.py").is_file()
-    assert not (copy / "solutions").exists() and not (copy / "mistakes.py").exists()
+    assert (copy / "stubs" / "layernorm.py").is_file() and (copy / "checks" / "layernorm.py").is_file()
+    assert (copy / "cases" / "layernorm.py").is_file()
+    assert not (copy / "solutions").exists()
+    assert not any(".solutions" in f.read_text() for f in (copy / "cases").glob("*.py")), "a case uses a solution"
     env = dict(os.environ, PYTHONPATH=str(ROOT))   # minibert importable, the copy's exercises first
     res = _run("check", "layernorm", cwd=tmp_path, env=env)
     assert res.returncode == 1 and "[TODO] layernorm" in res.stdout
     assert str(copy / "stubs") in res.stdout or "exercises/stubs/layernorm.py" in res.stdout
     res = _run("check", "layernorm", "--solutions", cwd=tmp_path, env=env)
     assert res.returncode == 1 and "no solutions" in res.stdout
+    wrong = tmp_path / "gelu.py"                   # a usual mistake, recognised in the copy by its case
+    wrong.write_text("import math\nimport numpy as np\nfrom scipy.special import erf\n\n"
+                     "def gelu_forward(x):\n    cdf = 0.5 * (1.0 + erf(x / 2))\n    return x * cdf, (x, cdf)\n\n"
+                     "def gelu_backward(dy, cache):\n    x, cdf = cache\n"
+                     "    return dy * (cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))\n")
+    res = _run("check", "gelu", "--path", str(wrong), cwd=tmp_path, env=env)
+    assert res.returncode == 1 and "erf's argument is x / sqrt(2), not x / 2" in res.stdout, res.stdout
 
 
 # ---------------------------------------------------------------- against the references
 def test_mlm_rule_matches_minibert_data_module():
     """The exercise's count of predictions is the one minibert's data pipeline uses."""
     pd = pytest.importorskip("minibert.data.pretraining_data", reason="data module not importable yet")
-    from exercises.checks import _expected_predictions
+    from exercises.checks.mlm_runner import expected_predictions
     rng = np.random.default_rng(0)
     for n in (3, 9, 20, 43, 80, 128, 200):
         tokens = ["[CLS]"] + [f"w{i}" for i in range(n - 2)] + ["[SEP]"]
         ref = pd.mask_tokens(tokens, ["a", "b"], rng, 0.15, 20)
-        assert len(ref.positions) == _expected_predictions(n, n - 2), n
+        assert len(ref.positions) == expected_predictions(n, n - 2), n
 
 
 def test_adamw_solution_matches_torch():

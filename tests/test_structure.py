@@ -1,13 +1,17 @@
-"""The package's shape: no import cycles among its modules, and no module or function too long to read.
+"""The packages' shape: no import cycles among their modules, and no module or function too long to read.
 
 Both are read from the source with ``ast``: nothing is imported, and an import
 written inside a function counts as much as one at the top of a module (it
-only hides a cycle, it does not remove it).
+only hides a cycle, it does not remove it).  The same rules hold for
+``minibert`` and for ``exercises`` (the checkers, their table of mistakes,
+the sandbox).
 """
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "minibert"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "minibert"
+PACKAGES = (PACKAGE, ROOT / "exercises")
 
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
@@ -17,10 +21,10 @@ LONG_MODULES = {}
 
 
 def _modules():
-    """{dotted name: path} of every module of the package."""
+    """{dotted name: path} of every module of the packages."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in sorted(p for package in PACKAGES for p in package.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         found[".".join(parts)] = path
@@ -76,7 +80,7 @@ def find_cycle(graph):
     return None
 
 
-def test_the_modules_of_minibert_import_each_other_without_a_cycle():
+def test_the_modules_import_each_other_without_a_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -87,6 +91,9 @@ def test_the_cycle_finder_sees_a_cycle_hidden_in_a_function():
     graph = import_graph()
     assert "minibert.train.loop" in graph["minibert.train"]       # `from .loop import ...`
     assert "minibert.accel.cpu" in graph["minibert.kernels"]      # `from .accel import cpu`, in select_ops
+    assert "exercises.checks.common" in graph["exercises.checks.linear"]     # `from .common import ...`
+    assert "exercises.cases.linear" in graph["exercises.checks.linear"]      # `from ..cases import linear`
+    assert "exercises.checks" in graph["exercises.sandbox"]                  # in check_isolated
 
 
 def test_no_module_or_function_is_too_long_to_read():
@@ -145,6 +152,12 @@ def test_the_shim_finder_sees_a_shim():
     assert only_reexports(gathered, "minibert.data") is None
 
 
+def test_both_packages_are_read():
+    modules = _modules()
+    assert "minibert.ops.linear" in modules and "exercises.checks.linear" in modules
+    assert "exercises.cases.table" in modules and "exercises" in modules
+
+
 def test_the_architecture_page_names_every_module():
     # docs/ARCHITECTURE.md is the map: every module of the package has its row there (the files of
     # ops/ and accel/ are described in those folders' rows)
@@ -165,7 +178,7 @@ def test_the_architecture_page_names_every_module():
 
 # The packages are layers (docs/ARCHITECTURE.md): each may import only the layers below it.
 # "shared" is the top-level modules every layer uses (checks, constants, paths, backend, ...);
-# "commands" the command line and the demo, which may import anything.
+# "commands" the command line and the demo, which may import anything, as the exercises may.
 LAYERS = {
     "ops": {"shared"},
     "accel": {"ops", "shared"},
@@ -181,7 +194,7 @@ CROSSINGS = {("minibert.model.inference", "minibert.data.tokenizer"), ("minibert
 
 
 def layer_of(module: str) -> str:
-    if module in COMMANDS:
+    if module in COMMANDS or not module.startswith("minibert."):
         return "commands"
     package = module.split(".")[1]
     return package if (PACKAGE / package).is_dir() and package in LAYERS else "shared"
@@ -210,3 +223,23 @@ def test_the_layer_check_sees_a_wrong_import():
              "minibert.train.loop": {"minibert.data.masking"}}
     assert layer_violations(graph) == ["minibert.data.masking (data) imports minibert.model.bert (model)",
                                        "minibert.ops.linear (ops) imports minibert.accel.blas (accel)"]
+
+
+def test_the_architecture_page_names_every_module_of_the_exercises():
+    # its "Exercises" section has a row for each module by its path from the repository's root;
+    # the students' files (stubs/) and the instructor's (solutions/) by their folder's row
+    page = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert "## Exercises" in page
+    section = page.split("## Exercises", 1)[1].split("\n## ", 1)[0]
+    missing = []
+    for path in sorted((ROOT / "exercises").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[1] in ("stubs", "solutions"):
+            name = f"exercises/{rel.parts[1]}/"
+        elif rel.name == "__init__.py" and len(rel.parts) == 2:
+            continue
+        else:
+            name = rel.as_posix()
+        if f"`{name}`" not in section:
+            missing.append(name)
+    assert not missing, f"the Exercises section of docs/ARCHITECTURE.md does not name {sorted(set(missing))}"

@@ -1,0 +1,102 @@
+"""One AdamW step, run five times with and without weight decay, against ``minibert.optim.AdamW`` to 1e-12."""
+from __future__ import annotations
+
+import numpy as np
+
+from minibert.gradcheck import max_rel_error
+from minibert.optim import AdamW
+from minibert.model.params import ParamSpec, ParamStore
+
+from ..calls import call
+from ..cases import adamw as cases
+from ..harness import as_array, diagnose
+from ..report import Report
+from .common import unpack
+
+T = cases.TABLE
+HP = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.1)
+TOL = 1e-12
+
+
+def reference(p0, grads, decay, hp=HP):
+    """minibert.optim.AdamW on a one-tensor ParamStore: (param, m, v) after each step."""
+    store = ParamStore([ParamSpec("w", p0.shape, "zeros", decay)], np, np.float64)
+    store.params["w"][...] = p0
+    opt = AdamW(store, lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"], weight_decay=hp["weight_decay"])
+    out = []
+    for g in grads:
+        store.grads["w"][...] = g
+        opt.step()
+        out.append((store.params["w"].copy(), opt.m.reshape(p0.shape).copy(), opt.v.reshape(p0.shape).copy()))
+    return out
+
+
+def steps(step, p0, grads, decay, hp=HP):
+    """(t, param, m, v) after each of ``step``'s steps from p0 and zero moments."""
+    p, m, v = p0.copy(), np.zeros(p0.shape), np.zeros(p0.shape)
+    for t, g in enumerate(grads, start=1):
+        p, m, v = step(p.copy(), g.copy(), m.copy(), v.copy(), t, decay=decay, **hp)
+        yield t, p, m, v
+
+
+def _student(r: Report, p0, grads, decay, hp=HP):
+    """The student's adamw_step, read as float64 arrays of p0's shape."""
+    def step(*args, **kwargs):
+        res = unpack(r, "adamw_step", call(r, "adamw_step", *args, **kwargs), 3, "param, m, v")
+        return tuple(as_array(r, f"{name} after step {args[4]}", a, p0.shape,
+                              "t is 1 at the first step: 1 - beta1**t must not be 0")
+                     for name, a in zip(("param", "m", "v"), res))
+    return steps(step, p0, grads, decay, hp)
+
+
+def _last(m, p0, grads, decay, i):
+    """What a case's adamw_step gives after the last step: param (i=0), m (1) or v (2)."""
+    *_, last = steps(m.adamw_step, p0, grads, decay)
+    return last[1 + i]
+
+
+def check(r: Report) -> None:
+    rng = np.random.default_rng(10)
+    p0 = rng.standard_normal((3, 4))
+    grads = [rng.standard_normal((3, 4)) * 0.5 for _ in range(5)]
+    for decay in (True, False):
+        _check_five_steps(r, p0, grads, decay)
+    # ---- the hyper-parameters are arguments: other values than the defaults
+    hp = dict(lr=3e-2, beta1=0.8, beta2=0.99, eps=1e-3, weight_decay=0.05)
+    ref = reference(p0, grads, True, hp=hp)
+    *_, (_, p, m, v) = _student(r, p0, grads, True, hp)
+    err = max(max_rel_error(p, ref[-1][0]), max_rel_error(m, ref[-1][1]), max_rel_error(v, ref[-1][2]))
+    line = "betas (0.8, 0.99), eps 1e-3, 5 steps"
+    r.expect(err < TOL, f"{line:<44s} max_rel_error {err:.1e}" + (" (< 1e-12)" if err < TOL else " (must be < 1e-12)"),
+             cases.HYPER)
+
+
+def _check_five_steps(r: Report, p0, grads, decay) -> None:
+    ref = reference(p0, grads, decay)
+    errs = {"param": 0.0, "m": 0.0, "v": 0.0, "update": 0.0}
+    for t, p, m, v in _student(r, p0, grads, decay):
+        rp, rm, rv = ref[t - 1]
+        errs["param"] = max(errs["param"], max_rel_error(p, rp))
+        errs["m"] = max(errs["m"], max_rel_error(m, rm))
+        errs["v"] = max(errs["v"], max_rel_error(v, rv))
+        errs["update"] = max(errs["update"], max_rel_error(p - p0, rp - p0))
+    flag = f"decay={decay}"
+    for i, what, got, how in ((1, "m", m, "m = beta1 * m + (1 - beta1) * grad"),
+                              (2, "v", v, "v = beta2 * v + (1 - beta2) * grad**2")):
+        line = f"{what}, 5 steps, {flag}, vs minibert"
+        if errs[what] < TOL:
+            r.ok(f"{line:<44s} max_rel_error {errs[what]:.1e} (< 1e-12)")
+        else:
+            hint = diagnose(got, T.known(lambda mod, i=i: _last(mod, p0, grads, decay, i)))
+            r.fail(f"{line:<44s} max_rel_error {errs[what]:.1e} (must be < 1e-12)", hint or how)
+    moments_ok = errs["m"] < TOL and errs["v"] < TOL
+    line = f"param, 5 steps, {flag}, vs minibert"
+    if errs["param"] < TOL and errs["update"] < 1e-9:
+        r.ok(f"{line:<44s} max_rel_error {errs['param']:.1e} (< 1e-12)")
+        return
+    hint = diagnose(p, T.known(lambda mod: _last(mod, p0, grads, decay, 0))) or (
+        None if not moments_ok else
+        "decay first (param *= 1 - lr * weight_decay), then param -= lr * m_hat / (sqrt(v_hat) + eps) with "
+        "m_hat = m / (1 - beta1**t) and v_hat = v / (1 - beta2**t)")
+    r.fail(f"{line:<44s} max_rel_error {errs['param']:.1e} (must be < 1e-12); the total update is off by "
+           f"{errs['update']:.1e}", hint)
