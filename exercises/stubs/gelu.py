@@ -5,8 +5,10 @@ BERT's feed-forward layers use GELU, not ReLU:
     GELU(x) = x * Phi(x),     Phi(x) = (1 + erf(x / sqrt(2))) / 2
 
 where Phi is the cumulative distribution function of the standard normal.
-(google-research/bert computed a tanh approximation of it; Hugging Face's
-hidden_act="gelu" is the exact form, and that is the one asked for here.)
+(google-research/bert's code computed this exact form, with erf, when the
+pre-trained checkpoints were published in October 2018, and a tanh
+approximation from February 2019 on; Hugging Face's hidden_act="gelu" is the
+exact form, and that is the one asked for here.)
 
 Two rules for every function here: work in float64 (the checker passes float64
 arrays and wants float64 results back), and change no argument in place (x,

@@ -1,14 +1,19 @@
 """Exercise: BERT's masked-language-model corruption of one sequence.
 
-BERT's rule (google-research/bert, create_pretraining_data.py):
+BERT's rule (google-research/bert, create_pretraining_data.py), as minibert
+applies it, with two departures marked (*):
 
-1. Positions holding a special token ([CLS], [SEP], [PAD]) are never chosen.
+1. Positions holding a special token are never chosen: every id in
+   special_ids (*: create_pretraining_data.py leaves out [CLS] and [SEP] only;
+   its sequences have no [PAD] yet, and an [UNK] there can be chosen).
 2. Exactly  n = min(max_predictions, max(1, round(len(ids) * mlm_probability)))
    positions are chosen, uniformly at random among the others (all of them if
    there are fewer than n).  15% of the tokens, at most 20 per sequence of 128.
 3. Each chosen position independently becomes
        [MASK]                            with probability 0.8,
-       a random ordinary token           with probability 0.1,
+       a random ordinary token           with probability 0.1 (*: there, any
+                                         entry of the vocabulary, [MASK] and
+                                         the special tokens included),
        itself (unchanged)                with probability 0.1.
 4. The label of a chosen position is its ORIGINAL id; every other label is -100.
 
