@@ -68,6 +68,7 @@ def _pretrain_parser(sub):
     g.add_argument("--dupe-factor", type=int, default=d.dupe_factor,
                    help="times the corpus is cut into instances, each time differently (default: %(default)s)")
     _model_options(p.add_argument_group("model"), d)
+    _ablation_options(p.add_argument_group("ablations", ABLATIONS_HELP), d)
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=int, default=d.steps, help="optimiser steps (default: %(default)s)")
     g.add_argument("--batch-size", type=int, default=d.batch_size,
@@ -104,7 +105,8 @@ def _pretrain_parser(sub):
 def _model_options(g, d: TrainArgs) -> None:
     g.add_argument("--config", default=d.config,
                    help="a preset (tiny, mini, small, medium, base) or a config.json (default: %(default)s)")
-    g.add_argument("--dropout", type=float, help="override the config's dropout probabilities")
+    g.add_argument("--dropout", type=float, help="both of the config's dropout probabilities (hidden "
+                   "and attention) set to this; 0: none (an ablation: see below)")
     g.add_argument("--device", choices=["cpu", "cuda"], default=d.device, help="(default: %(default)s)")
     g.add_argument("--dtype", choices=["float32", "float64"], default=d.dtype, help="(default: %(default)s)")
     g.add_argument("--mixed-precision", action="store_true",
@@ -112,6 +114,24 @@ def _model_options(g, d: TrainArgs) -> None:
                         "scaling: fast on a GPU's tensor cores; on the CPU an emulation, 2-3x slower")
     g.add_argument("--kernels", choices=["fast", "reference"], default=d.kernels, help="fast: minibert/accel's "
                    "kernels; reference: minibert/ops alone, the definition, slower (default: %(default)s)")
+
+
+ABLATIONS_HELP = ("one change each to BERT's recipe, to compare with the default run (notebook 12); "
+                  "with --dropout 0, five")
+
+
+def _ablation_options(g, d: TrainArgs) -> None:
+    g.add_argument("--no-nsp", action="store_true",
+                   help="masked LM alone (RoBERTa): whole sentences packed into one segment up to --seq-len, "
+                        "no sentence pairs, no NSP loss")
+    g.add_argument("--mlm-probability", type=float, default=d.mlm_probability, metavar="P",
+                   help="share of the tokens predicted, in (0, 1); of those 80%% [MASK], 10%% random, 10%% "
+                        "unchanged (default: %(default)s)")
+    g.add_argument("--whole-word-masking", action="store_true",
+                   help="a word's WordPieces (a token and the ## pieces after it) chosen together")
+    g.add_argument("--pre-ln", action="store_true",
+                   help="pre-LayerNorm layers, x + sublayer(LN(x)), and a last LayerNorm (notebook 9); "
+                        "trains and saves checkpoints, but is not exported: Hugging Face's BERT is post-LN")
 
 
 def _train_args(ns) -> TrainArgs:

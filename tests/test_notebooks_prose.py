@@ -790,9 +790,44 @@ def claims_11(outputs):
            f"({share['nvlink']}%), over PCIe {pcie} ms ({share['pcie']}%), and over 100 Gb/s Ethernet {ethernet} ms")
 
 
+# ------------------------------------------------------------------ 12 experiments
+def claims_12(outputs):
+    t = output_with(outputs, "paired difference in MLM loss")
+    cells = {}
+    for name in ("default", "no NSP", "30% masked", "whole words", "pre-LN", "no dropout"):
+        line = next(l for l in t.splitlines() if l.startswith(name))
+        cells[name] = re.findall(r"(\S+ ± \S+|—)", line)
+        cells[name].append(re.search(r"\((.*)\)", line).group(0) if name != "default" else None)
+    own, common, acc, nsp, paired = zip(*cells.values())
+    yield common[0]
+    seeds = re.search(r"MLM loss on its held-out batches: (.*)$", t, re.MULTILINE).group(1)
+    yield f"held-out MLM losses {seeds}:"
+    baseline = re.search(r"by seed: (.*)$", t, re.MULTILINE).group(1).split(", ")[1]
+    yield f"its unigram baseline ({baseline})"
+    for name, flag in (("30% masked", "--mlm-probability 0.3"), ("no dropout", "--dropout 0")):
+        yield f"`{flag}` is below the default on all three" if name == "no dropout" else f"`{flag}` is the one flag"
+        yield cells[name][4]
+    for name, flag in (("no NSP", "--no-nsp"), ("whole words", "--whole-word-masking"), ("pre-LN", "--pre-ln")):
+        yield f"`{flag}` {cells[name][4]}" if name == "no NSP" else cells[name][4]
+        signs = {x[0] for x in cells[name][4].strip("()").split(", ")}
+        assert signs == {"+", "-"}, f"'{flag} changes sign from seed to seed'"
+    yield f"NSP accuracy is {nsp[0]}"
+    trained = sorted((c for c in nsp[1:] if c != "—"), key=lambda c: float(c.split("%")[0]))
+    yield f"{trained[0]} to {trained[-1]}"
+    yield f"`--no-nsp` has {own[1]}"
+    yield f"`--whole-word-masking` {own[3]}"
+    yield f"they have {common[1]} and {common[3]}"
+    assert own[4] == common[4] and own[5] == common[5], "'their two columns are the same numbers'"
+    thirty = [float(x) for x in cells["30% masked"][4].strip("()").split(", ")]
+    assert all(x < -0.1 for x in thirty), "'below the default on all three seeds by more than a tenth of a nat'"
+    seed1 = sorted(-float(cells[n][4].strip("()").split(", ")[1]) for n in cells if n != "default")
+    yield f"{seed1[0]:.2f} to {seed1[-1]:.2f} nats better"
+
+
 CLAIMS = {"03_attention.ipynb": claims_03, "04_masked_lm.ipynb": claims_04, "06_pretraining_loop.ipynb": claims_06,
           "08_fine_tuning.ipynb": claims_08,
-          "09_what_bert_is_not.ipynb": claims_09, "10_mixed_precision.ipynb": claims_10, "11_data_parallelism.ipynb": claims_11}
+          "09_what_bert_is_not.ipynb": claims_09, "10_mixed_precision.ipynb": claims_10, "11_data_parallelism.ipynb": claims_11,
+          "12_experiments.ipynb": claims_12}
 
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))

@@ -138,3 +138,21 @@ def test_notebook_8_checks_compare_with_the_committed_run():
         mean = tuple(round(sum(v[k] for v in values) / len(values), 1) for k in (0, 1))
         committed = tuple(float(x) for x in re.search(rf'"{name}": \(([\d.]+), ([\d.]+)\)', check).groups())
         assert all(abs(m - c) <= 0.1 + 1e-9 for m, c in zip(mean, committed)), (name, mean, committed)
+
+
+def test_the_ablation_results_of_notebook_12_are_complete():
+    """Every setting of tools/make_ablation_results.py, three seeds each, run to the end; NSP numbers
+    only where NSP was trained, and held-out numbers on the default's batches for every run."""
+    path = PRETRAINED / "ablations.json"
+    assert path.stat().st_size < MAX_BYTES
+    results = json.loads(path.read_text(encoding="utf-8"))
+    flags = {name: a["flag"] for name, a in results["ablations"].items()}
+    assert flags == {"default": "", "no NSP": "--no-nsp", "30% masked": "--mlm-probability 0.3",
+                     "whole words": "--whole-word-masking", "pre-LN": "--pre-ln", "no dropout": "--dropout 0"}
+    nsp = results["columns"].index("nsp_acc")
+    for name, a in results["ablations"].items():
+        assert [r["seed"] for r in a["runs"]] == results["seeds"] == [0, 1, 2], name
+        for run in a["runs"]:
+            assert run["evals"][0][0] == 0 and run["evals"][-1][0] == results["steps"], name
+            assert all((e[nsp] is None) == (name == "no NSP") for e in run["evals"]), name
+            assert 0 < run["common"]["mlm_acc"] < 1 and run["common"]["mlm_loss"] > 0, name

@@ -31,6 +31,7 @@ from ..checks import check_count, check_probability, is_int
 from ..constants import IGNORE_INDEX
 from .instances import TrainingInstance, check_max_seq_length, create_training_instances
 from .masking import mask_tokens
+from .packing import PackedInstance, create_packed_instances
 from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
 
 __all__ = ["PretrainingDataset", "build_pretraining_dataset", "epoch_order", "batch_rng"]
@@ -57,10 +58,11 @@ def require_pretraining_tokens(tokenizer) -> None:
 
 
 class PretrainingDataset:
-    """NSP instances plus the masking settings; draws padded, freshly masked batches.
+    """NSP instances (or MLM-only ones) plus the masking settings; draws padded, freshly masked batches.
 
     Args:
-        instances: from :func:`create_training_instances`.
+        instances: from :func:`create_training_instances` (NSP pairs), or all from
+            :func:`~minibert.data.packing.create_packed_instances` (one segment, no NSP label).
         tokenizer: a :class:`~minibert.data.tokenizer.WordPieceTokenizer` (its vocabulary).
         max_seq_length: the longest sequence allowed.
         masked_lm_prob: the share of tokens to predict (BERT: 0.15).
@@ -89,6 +91,10 @@ class PretrainingDataset:
         if too_long:
             raise ValueError(f"instance {too_long[0]} has {len(instances[too_long[0]])} tokens, more than "
                              f"max_seq_length={max_seq_length}; create the instances with the same length.")
+        packed = [isinstance(inst, PackedInstance) for inst in instances]
+        if any(packed) and not all(packed):
+            raise ValueError("the instances mix NSP pairs and MLM-only sequences; make them all one way")
+        self.has_nsp = not packed[0]     # False: batches carry no nsp_labels, and the NSP loss is not taken
         self.instances = instances
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
@@ -106,8 +112,10 @@ class PretrainingDataset:
     def __len__(self) -> int:
         return len(self.instances)
 
-    def not_next_share(self) -> float:
-        """The fraction of NotNext instances."""
+    def not_next_share(self) -> float | None:
+        """The fraction of NotNext instances (None for MLM-only instances, which have no NSP label)."""
+        if not self.has_nsp:
+            return None
         return sum(inst.is_random_next for inst in self.instances) / len(self.instances)
 
     def num_batches(self, batch_size: int, drop_last: bool = False) -> int:
@@ -140,7 +148,7 @@ class PretrainingDataset:
             ``input_ids`` (B, T), ``token_type_ids`` (B, T), ``attention_mask`` (B, T) with 1 on
             real tokens and 0 on ``[PAD]``, ``mlm_labels`` (B, T) with the original token id
             at predicted positions and -100 elsewhere, ``nsp_labels`` (B,) with 0 = IsNext and
-            1 = NotNext.
+            1 = NotNext (absent for MLM-only instances).
         """
         if not isinstance(instances, (list, tuple)) or not instances:
             raise ValueError(f"collate needs a non-empty list of TrainingInstance, got {instances!r:.80}")
@@ -181,16 +189,23 @@ class PretrainingDataset:
                                  f"vocabulary; make the instances with this tokenizer") from None
             token_type_ids[b, :n] = inst.segment_ids
             attention_mask[b, :n] = 1
-            nsp_labels[b] = inst.nsp_label
-        return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-                "mlm_labels": mlm_labels, "nsp_labels": nsp_labels}
+            if self.has_nsp:
+                nsp_labels[b] = inst.nsp_label
+        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+                 "mlm_labels": mlm_labels}
+        if self.has_nsp:
+            batch["nsp_labels"] = nsp_labels
+        return batch
 
 
 def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, short_seq_prob: float = 0.1,
                               dupe_factor: int = 1, masked_lm_prob: float = 0.15,
                               max_predictions_per_seq: int | None = None, whole_word_mask: bool = False,
-                              seed: int = 0, cache_dir=None) -> PretrainingDataset:
+                              seed: int = 0, cache_dir=None, nsp: bool = True) -> PretrainingDataset:
     """Corpus -> tokenized (cached) -> NSP instances -> :class:`PretrainingDataset`.
+
+    ``nsp=False``: MLM-only instances instead, whole sentences packed into one segment
+    (:func:`~minibert.data.packing.create_packed_instances`; ``short_seq_prob`` is not used).
 
     ``cache_dir`` is passed to :func:`~minibert.data.token_cache.tokenize_corpus`; the other
     arguments are described at :func:`create_training_instances` and :class:`PretrainingDataset`.
@@ -205,7 +220,10 @@ def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, s
     if tokenized.num_documents < 2:
         raise ValueError(f"corpus {corpus.name!r} has {tokenized.num_documents} document(s) with any "
                          "tokens; next-sentence prediction needs at least 2.")
-    instances = create_training_instances(tokenized.documents(tokenizer.vocab), max_seq_length,
-                                          short_seq_prob, dupe_factor, seed=np.random.default_rng(seed))
+    documents, rng = tokenized.documents(tokenizer.vocab), np.random.default_rng(seed)
+    if nsp:
+        instances = create_training_instances(documents, max_seq_length, short_seq_prob, dupe_factor, seed=rng)
+    else:
+        instances = create_packed_instances(documents, max_seq_length, dupe_factor, seed=rng)
     return PretrainingDataset(instances, tokenizer, max_seq_length, masked_lm_prob,
                               max_predictions_per_seq, whole_word_mask, seed)

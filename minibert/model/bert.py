@@ -19,13 +19,16 @@ from ..backend import get_xp, is_cupy
 from ..kernels import select_ops
 from .config import BertConfig
 from .encoder import (backward_linear, embedding_weights, embeddings_backward, embeddings_forward, embeddings_specs,
-                      layer_backward, layer_forward, layer_specs, layer_weights, linear_specs, linear_weights)
+                      encoder_backward, encoder_forward, layer_specs, layer_weights, layernorm_specs, linear_specs,
+                      linear_weights, norm_weights)
 from .heads import head_specs, head_weights, heads_backward, heads_forward
 from .inputs import (as_grad, check_dtype, check_flag, check_labels, check_loss_counts, check_loss_scale,
                      is_seed, prepare_inputs)
 from .outputs import BertOutput, PreTrainingOutput
 from .params import ParamStore
 from .state_dict import load_state_dict
+
+FINAL_NORM = "encoder.LayerNorm"     # a pre-LN model's last LayerNorm (no BERT checkpoint has it)
 
 
 class BertModel:
@@ -44,6 +47,8 @@ class BertModel:
             tensor cores; on the CPU the same numbers, emulated more slowly.
             Train it with a loss scale (``backward(loss_scale=...)`` and
             ``optim.LossScaler``): small gradients underflow in float16.
+        pre_ln: pre-LayerNorm layers and a last LayerNorm (``encoder.LayerNorm``)
+            instead of BERT's post-LN ones; ``save_pretrained`` refuses such a model.
         kernels: "reference" (default: ``minibert.ops``, the definition) or
             "fast" (the accelerated kernels for the device and dtype, as the
             command line runs them); the model calls ``self.ops`` alone.
@@ -52,7 +57,7 @@ class BertModel:
     prefix = ""  # HF's BertModel names have no prefix; BertForPreTraining's start with "bert."
     training = False  # what forward(train=None) does: the encoder defaults to inference
     def __init__(self, config: BertConfig, seed: int = 0, dtype="float32", device: str = "cpu",
-                 mixed_precision: bool = False, kernels="reference"):
+                 mixed_precision: bool = False, kernels="reference", pre_ln: bool = False):
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a minibert.BertConfig, got {type(config).__name__}")
         config.validate()
@@ -62,6 +67,7 @@ class BertModel:
         self.dtype = check_dtype(dtype)
         mixed_precision = check_flag("mixed_precision", mixed_precision)
         self.config = config
+        self.pre_ln = check_flag("pre_ln", pre_ln)     # before the parameters: it adds the final LayerNorm
         self.xp = get_xp(device)
         self.device = device
         self.seed = seed
@@ -82,6 +88,7 @@ class BertModel:
         self.layers = [layer_weights(self.params, f"{self.prefix}encoder.layer.{i}.", mixed_precision)
                        for i in range(config.num_hidden_layers)]
         self.pooler = linear_weights(self.params, self.prefix + "pooler.dense", mixed_precision)
+        self.final_norm = norm_weights(self.params, self.prefix + FINAL_NORM) if self.pre_ln else None
 
     # ------------------------------------------------------------------ mode
     def train(self, mode: bool = True):
@@ -104,6 +111,8 @@ class BertModel:
         specs = embeddings_specs(p + "embeddings.", c)
         for i in range(c.num_hidden_layers):
             specs += layer_specs(f"{p}encoder.layer.{i}.", c.hidden_size, c.intermediate_size)
+        if self.pre_ln:     # the residual stream normalised once, after the last layer
+            specs += layernorm_specs(p + FINAL_NORM, c.hidden_size)
         return specs + linear_specs(p + "pooler.dense", c.hidden_size, c.hidden_size)
 
     def num_parameters(self) -> int:
@@ -135,12 +144,9 @@ class BertModel:
         if self.mixed_precision:
             self.params.refresh_half()   # the float16 weights follow the master weights' last update
         x, caches["embeddings"] = embeddings_forward(ops, ids, types, self.embeddings, c, self._uniform, train)
-        # the transformer layers (encoder.py)
+        # the transformer layers (encoder.py), and a pre-LN model's last LayerNorm
         bias = ops.attention_mask_bias(mask, self.dtype)
-        caches["layers"] = []
-        for w in self.layers:
-            x, cache = layer_forward(ops, x, w, bias, c, self._uniform, train)
-            caches["layers"].append(cache)
+        x, caches["encoder"] = encoder_forward(ops, x, self.layers, self.final_norm, bias, c, self._uniform, train)
 
         # pooler: dense + tanh on the hidden state of [CLS] (position 0)
         pooled, caches["pool_lin"] = ops.linear_forward(x[:, 0], self.pooler.weight, self.pooler.bias)
@@ -155,10 +161,7 @@ class BertModel:
                                    self.pooler, add)
             dx = dx.copy()
             dx[:, 0] += dcls
-
-        for w, cache in zip(reversed(self.layers), reversed(caches["layers"])):
-            dx = layer_backward(ops, dx, cache, w, add)
-
+        dx = encoder_backward(ops, dx, caches["encoder"], self.layers, self.final_norm, add)
         embeddings_backward(ops, dx, caches["embeddings"], self.embeddings, self.config, add)
 
     @staticmethod

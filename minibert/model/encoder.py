@@ -1,7 +1,8 @@
 """One transformer layer of BERT's encoder, forward and backward, and its weights by role.
 
 Shapes: B (batch), T (sequence length), H (hidden size), A (heads), D = H / A
-(head size), I (intermediate size).  A layer is post-LayerNorm, as in BERT:
+(head size), I (intermediate size).  A layer is post-LayerNorm, as in BERT (``pre_ln``:
+the pre-LayerNorm order instead, ``pre_ln_layer_forward``):
 
     a = Dropout(attention(x) W_o^T + b_o)           attention: softmax(q k^T / sqrt(D) + mask) v
     h = LayerNorm(x + a)
@@ -174,51 +175,128 @@ def embeddings_backward(ops, dx, c, w: EmbeddingWeights, config, add):
     add(w.word.dweight, ops.embedding_backward(dx, c["word"], padding_idx=config.pad_token_id))
 
 
-# ------------------------------------------------------------------------- the layer
+# ------------------------------------------------------------------------- the layers
+def encoder_forward(ops, x, layers, final_norm, mask_bias, config, uniform, train):
+    """x: (B, T, H) through every layer in turn  ->  (B, T, H), cache.
+
+    ``final_norm``: None for BERT's post-LN layers; the ``Norm`` a pre-LN model applies after its
+    last layer (its layers never normalise the residual stream they pass on).
+    """
+    c = {"layers": []}
+    for w in layers:
+        x, cache = layer_forward(ops, x, w, mask_bias, config, uniform, train, pre_ln=final_norm is not None)
+        c["layers"].append(cache)
+    if final_norm is not None:
+        x, c["final_norm"] = ops.layernorm_forward(x, final_norm.gamma, final_norm.beta, config.layer_norm_eps)
+    return x, c
+
+
+def encoder_backward(ops, dx, c, layers, final_norm, add):
+    """dx: (B, T, H), the gradient of ``encoder_forward``'s output  ->  that of its input."""
+    if final_norm is not None:
+        dx = backward_norm(ops, dx, c["final_norm"], final_norm, add)
+    for w, cache in zip(reversed(layers), reversed(c["layers"])):
+        dx = layer_backward(ops, dx, cache, w, add)
+    return dx
+
+
 def gelu_kind(hidden_act):
     """HF's ``hidden_act`` as ``gelu_forward``'s ``approximate``: "gelu" exact, "gelu_new" tanh."""
     return "none" if hidden_act == "gelu" else "tanh"
 
 
-def layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train):
-    """x: (B, T, H)  ->  y: (B, T, H), cache.  ``uniform(shape)``: dropout's random numbers."""
-    B, T, _ = x.shape
-    A, Dh, eps = config.num_attention_heads, config.head_dim, config.layer_norm_eps
-    p_h, p_a = config.hidden_dropout_prob, config.attention_probs_dropout_prob
-    xp = get_array_module(x)
-    c = {}
-    # self-attention: one product gives Q, K and V
-    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias)                  # (B, T, 3H)
-    # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
-    # block is contiguous: the batched products of attention then run at full speed
-    q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, Dh).transpose(2, 0, 3, 1, 4))
-    ctx, c["attention"] = ops.attention_forward(q, k, v, mask_bias, p_a, uniform, train)
-    a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, w.attn_out.bias)
-    a, c["drop1"] = ops.dropout_forward(a, p_h, uniform, train)
+def layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train, pre_ln=False):
+    """x: (B, T, H)  ->  y: (B, T, H), cache.  ``uniform(shape)``: dropout's random numbers.
+
+    ``pre_ln``: the pre-LayerNorm order instead of BERT's (see ``pre_ln_layer_forward``).
+    """
+    if pre_ln:
+        return pre_ln_layer_forward(ops, x, w, mask_bias, config, uniform, train)
+    eps, c = config.layer_norm_eps, {}
+    a = _attention_block(ops, x, w, mask_bias, config, uniform, train, c)
     # post-LN residual: LayerNorm(x + sublayer(x))
     h, c["ln1"] = ops.layernorm_forward(a + x, w.ln1.gamma, w.ln1.beta, eps)
-    # feed-forward: H -> I -> H with GELU
-    f, c["ffn_in"] = ops.linear_forward(h, w.ffn_in.weight, w.ffn_in.bias)
-    f, c["gelu"] = ops.gelu_forward(f, gelu_kind(config.hidden_act))
-    f, c["ffn_out"] = ops.linear_forward(f, w.ffn_out.weight, w.ffn_out.bias)
-    f, c["drop2"] = ops.dropout_forward(f, p_h, uniform, train)
+    f = _ffn_block(ops, h, w, config, uniform, train, c)
     y, c["ln2"] = ops.layernorm_forward(f + h, w.ln2.gamma, w.ln2.beta, eps)
     return y, c
 
 
 def layer_backward(ops, dy, c, w: LayerWeights, add):
     """dy: (B, T, H)  ->  dx: (B, T, H).  ``add(buffer, g)`` adds each parameter gradient to its buffer."""
-    B, T, H = dy.shape
-    xp = get_array_module(dy)
+    if c.get("pre_ln"):
+        return pre_ln_layer_backward(ops, dy, c, w, add)
     dsum = backward_norm(ops, dy, c["ln2"], w.ln2, add)
-    df = backward_linear(ops, ops.dropout_backward(dsum, c["drop2"]), c["ffn_out"], w.ffn_out, add)
-    dh = backward_linear(ops, ops.gelu_backward(df, c["gelu"]), c["ffn_in"], w.ffn_in, add)
+    dh = _ffn_block_backward(ops, dsum, c, w, add)
     dh += dsum  # the residual path around the feed-forward block
     dsum = backward_norm(ops, dh, c["ln1"], w.ln1, add)
-    dctx = backward_linear(ops, ops.dropout_backward(dsum, c["drop1"]), c["attn_out"], w.attn_out, add)
+    dx = _attention_block_backward(ops, dsum, c, w, add)
+    dx += dsum  # the residual path around the attention block
+    return dx
+
+
+def pre_ln_layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train):
+    """The pre-LN layer (GPT-2's order, notebook 9), x: (B, T, H) -> y: (B, T, H), cache:
+
+        h = x + Dropout(attention(LN_1(x)))
+        y = h + Dropout(FFN(LN_2(h)))
+
+    The same parameters as BERT's layer (LN_1 is ``attention.output.LayerNorm``, LN_2
+    ``output.LayerNorm``) in another order: the residual stream x -> h -> y is never
+    normalised, so the model needs one last LayerNorm after its last layer.
+    """
+    eps, c = config.layer_norm_eps, {"pre_ln": True}
+    n, c["ln1"] = ops.layernorm_forward(x, w.ln1.gamma, w.ln1.beta, eps)
+    h = x + _attention_block(ops, n, w, mask_bias, config, uniform, train, c)
+    n, c["ln2"] = ops.layernorm_forward(h, w.ln2.gamma, w.ln2.beta, eps)
+    y = h + _ffn_block(ops, n, w, config, uniform, train, c)
+    return y, c
+
+
+def pre_ln_layer_backward(ops, dy, c, w: LayerWeights, add):
+    """dy -> dx through ``pre_ln_layer_forward``: each residual sum passes its gradient on unchanged
+    (dy/dh = 1 on the skip path) and adds the gradient through its normalised branch."""
+    dh = dy + backward_norm(ops, _ffn_block_backward(ops, dy, c, w, add), c["ln2"], w.ln2, add)
+    return dh + backward_norm(ops, _attention_block_backward(ops, dh, c, w, add), c["ln1"], w.ln1, add)
+
+
+def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train, c):
+    """Dropout(self-attention(x) W_o^T + b_o): (B, T, H) -> (B, T, H); its caches go into ``c``."""
+    B, T, _ = x.shape
+    A, Dh = config.num_attention_heads, config.head_dim
+    xp = get_array_module(x)
+    # self-attention: one product gives Q, K and V
+    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias)                  # (B, T, 3H)
+    # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
+    # block is contiguous: the batched products of attention then run at full speed
+    q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, Dh).transpose(2, 0, 3, 1, 4))
+    ctx, c["attention"] = ops.attention_forward(q, k, v, mask_bias, config.attention_probs_dropout_prob,
+                                                uniform, train)
+    a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, w.attn_out.bias)
+    a, c["drop1"] = ops.dropout_forward(a, config.hidden_dropout_prob, uniform, train)
+    return a
+
+
+def _attention_block_backward(ops, da, c, w: LayerWeights, add):
+    """da: (B, T, H), the gradient of the attention block's output  ->  that of its input."""
+    B, T, H = da.shape
+    xp = get_array_module(da)
+    dctx = backward_linear(ops, ops.dropout_backward(da, c["drop1"]), c["attn_out"], w.attn_out, add)
     # dq, dk, dv: (B, A, T, D) each -> (B, T, 3, A, D) -> (B, T, 3H), the inverse of the forward split
     grads = ops.attention_backward(ops.split_heads(dctx, c["attention"].q.shape[1]), c["attention"])
     dqkv = xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H)
-    dx = backward_linear(ops, dqkv, c["qkv"], w.qkv, add)
-    dx += dsum  # the residual path around the attention block
-    return dx
+    return backward_linear(ops, dqkv, c["qkv"], w.qkv, add)
+
+
+def _ffn_block(ops, h, w: LayerWeights, config, uniform, train, c):
+    """Dropout(GELU(h W_in^T + b_in) W_out^T + b_out): H -> I -> H; its caches go into ``c``."""
+    f, c["ffn_in"] = ops.linear_forward(h, w.ffn_in.weight, w.ffn_in.bias)
+    f, c["gelu"] = ops.gelu_forward(f, gelu_kind(config.hidden_act))
+    f, c["ffn_out"] = ops.linear_forward(f, w.ffn_out.weight, w.ffn_out.bias)
+    f, c["drop2"] = ops.dropout_forward(f, config.hidden_dropout_prob, uniform, train)
+    return f
+
+
+def _ffn_block_backward(ops, df, c, w: LayerWeights, add):
+    """df: (B, T, H), the gradient of the feed-forward block's output  ->  that of its input."""
+    df = backward_linear(ops, ops.dropout_backward(df, c["drop2"]), c["ffn_out"], w.ffn_out, add)
+    return backward_linear(ops, ops.gelu_backward(df, c["gelu"]), c["ffn_in"], w.ffn_in, add)

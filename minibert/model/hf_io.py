@@ -23,11 +23,17 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 # buffers some transformers versions save that are not parameters
 _IGNORED = ("embeddings.position_ids",)
+# why a pre-LN model is not written in this format: its parameters are BERT's (and one LayerNorm
+# more), so transformers would load them without a complaint into layers that compute another function
+PRE_LN_EXPORT = ("a pre-LN model (--pre-ln) cannot be saved as Hugging Face's BertForPreTraining, whose "
+                 "layers are post-LN: LayerNorm(x + sublayer(x)), not x + sublayer(LayerNorm(x))")
 
 
 def save_pretrained(model, directory) -> None:
     from safetensors.numpy import save_file
 
+    if getattr(model, "pre_ln", False):
+        raise ValueError(PRE_LN_EXPORT)
     directory = as_path(directory, "directory")
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"save_pretrained writes a folder (config.json and {WEIGHTS_NAME}); "

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..backend import get_xp, resolve_dtype
 from ..kernels import KERNELS
-from ..checks import is_int
+from ..checks import is_int, is_number
 from ..model.config import PRESETS, BertConfig
 from ..data.wordpiece_trainer import check_vocab_size_option
 from .run_folder import check_writable
@@ -34,6 +34,11 @@ class TrainArgs:
     max_grad_norm: float = 1.0         # 0: no clipping
     bias_correction: bool = True       # False: google-research/bert's AdamW
     dropout: float | None = None       # None: the config's (0.1 for the presets)
+    # the ablations of notebook 12, one flag each (with --dropout 0)
+    no_nsp: bool = False               # MLM only: full sentences packed into one segment, no NSP loss
+    mlm_probability: float = 0.15      # the share of tokens predicted (80/10/10 kept)
+    whole_word_masking: bool = False   # a word's WordPieces chosen together
+    pre_ln: bool = False               # pre-LayerNorm layers (not exportable as BertForPreTraining)
     device: str = "cpu"
     dtype: str = "float32"
     mixed_precision: bool = False      # float16 products, float32 master weights, dynamic loss scaling
@@ -105,6 +110,7 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
         raise ValueError(f"--weight-decay must be >= 0, got {args.weight_decay!r}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         raise ValueError(f"--dropout must be in [0, 1), got {args.dropout}")
+    _check_ablations(args)
     config = load_model_config(args.config)
     if args.dropout is not None:
         config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
@@ -129,6 +135,22 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     if probe_out:
         check_writable(Path(args.out))
     return config
+
+
+# the ablation flags and their defaults (BERT's recipe): what a run's identity and run.json record
+ABLATIONS = dict(no_nsp=False, mlm_probability=0.15, whole_word_masking=False, pre_ln=False)
+
+
+def _check_ablations(args: TrainArgs) -> None:
+    """The ablation flags: three switches, and a share of tokens strictly between 0 and 1."""
+    for name in ("no_nsp", "whole_word_masking", "pre_ln"):
+        if not isinstance(getattr(args, name), bool):
+            raise ValueError(f"--{name.replace('_', '-')} is a switch (True or False), got {getattr(args, name)!r}")
+    p = args.mlm_probability
+    # 0 predicts nothing, and 1 hides every token, leaving no context to predict it from
+    if not is_number(p) or not 0 < p < 1:
+        raise ValueError(f"--mlm-probability must be a share of the tokens strictly between 0 and 1 "
+                         f"(BERT: 0.15), got {p!r}")
 
 
 def _check_vocab(args: TrainArgs) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from .checkpoint_files import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
 from ..checks import is_int, is_number
 from ..model.config import BertConfig
-from .args import TrainArgs
+from .args import ABLATIONS, TrainArgs
 from .errors import TrainingError
 from .run_folder import VOCAB_NAME
 
@@ -19,7 +19,7 @@ def run_identity(args: TrainArgs, config: BertConfig, corpus_fp: str, vocab_fp: 
                 bias_correction=args.bias_correction, seed=args.seed, dtype=args.dtype,
                 dupe_factor=args.dupe_factor, mixed_precision=args.mixed_precision,
                 heldout_fraction=args.heldout_fraction, eval_instances=args.eval_instances,
-                identity_version=IDENTITY_VERSION)
+                identity_version=IDENTITY_VERSION, **{k: getattr(args, k) for k in ABLATIONS})
 
 
 IDENTITY_VERSION = 2
@@ -74,7 +74,8 @@ def restore_run(path, model, opt, stream, identity, scaler=None):
     """
     arrays, meta = load_checkpoint(path)
     check_complete(path, arrays, meta)
-    theirs = meta["run"]
+    # a checkpoint from before the ablation flags was written by a run of BERT's recipe
+    theirs = {**ABLATIONS, **meta["run"]}
     if theirs.get("identity_version") != IDENTITY_VERSION:
         raise CheckpointError(f"{path} was written by an earlier minibert, whose runs recorded other settings "
                               f"(identity version {theirs.get('identity_version', 1)}, now {IDENTITY_VERSION}); "

@@ -149,7 +149,8 @@ def prepare_data(args: TrainArgs, out: Path, log=print, follower: bool = False, 
         tokenizer.save_vocabulary(out)
 
     cache = args.cache_dir if args.cache_dir is not None else None
-    common = dict(max_seq_length=args.seq_len, max_predictions_per_seq=args.max_predictions, cache_dir=cache)
+    common = dict(max_seq_length=args.seq_len, max_predictions_per_seq=args.max_predictions, cache_dir=cache,
+                  masked_lm_prob=args.mlm_probability, whole_word_mask=args.whole_word_masking, nsp=not args.no_nsp)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         train = build_pretraining_dataset(train_docs, tokenizer, dupe_factor=args.dupe_factor, seed=args.seed,
@@ -181,10 +182,13 @@ def _eval_batches(held, train, corpus_name: str, args: TrainArgs, log) -> list:
     """The held-out batches every evaluation uses.
 
     They are masked once, with a fixed generator, so evaluations compare; as many IsNext as
-    NotNext instances, so that NSP's chance level is exactly 50%.
+    NotNext instances, so that NSP's chance level is exactly 50% (MLM-only instances: the first
+    ``--eval-instances`` of a random order).
     """
     rng = np.random.default_rng((args.seed, 2))
     order = rng.permutation(len(held))
+    if not held.has_nsp:
+        return _collate_all(held, order[:args.eval_instances], args.batch_size, rng)
     by_label = [[j for j in order if held.instances[j].is_random_next == r] for r in (False, True)]
     half = min(args.eval_instances // 2, *map(len, by_label))
     if not by_label[0]:
@@ -198,9 +202,12 @@ def _eval_batches(held, train, corpus_name: str, args: TrainArgs, log) -> list:
             f"(--eval-instances {args.eval_instances} asked for {args.eval_instances // 2}): held-out numbers "
             f"will be noisy; raise --heldout-fraction or --seq-len")
     chosen = rng.permutation(by_label[0][:half] + by_label[1][:half])
-    eval_batches = [held.collate([held.instances[j] for j in chosen[i:i + args.batch_size]], rng)
-                    for i in range(0, len(chosen), args.batch_size)]
-    return eval_batches
+    return _collate_all(held, chosen, args.batch_size, rng)
+
+
+def _collate_all(held, chosen, batch_size: int, rng) -> list:
+    return [held.collate([held.instances[j] for j in chosen[i:i + batch_size]], rng)
+            for i in range(0, len(chosen), batch_size)]
 
 
 def _why_no_is_next(train, seq_len: int) -> str:

@@ -105,7 +105,7 @@ class MPIComm(Single):
 
     def loss_counts(self, batch: dict):
         """(masked tokens, sequences) of the global batch: what both losses are divided by."""
-        return int((np.asarray(batch["mlm_labels"]) != IGNORE_INDEX).sum()), len(batch["nsp_labels"])
+        return int((np.asarray(batch["mlm_labels"]) != IGNORE_INDEX).sum()), len(batch["input_ids"])
 
     def dropout_seed(self, seed: int, step: int):
         return (seed, step, self.rank)    # each rank's rows get masks of their own

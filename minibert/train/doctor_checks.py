@@ -110,6 +110,8 @@ def nsp_prior(log: RunLog):
 def check_nsp(log: RunLog) -> Check:
     """Does NSP tell pairs apart, beyond answering by how often each label occurs?"""
     name = "NSP: beyond the class prior"
+    if log.arg("no_nsp", False):
+        return Check(name, UNCHECKED, "not trained: --no-nsp")
     evals = [e for e in log.evals if e["step"] > 0]
     if not evals:
         return Check(name, EARLY, "no held-out evaluation after step 0 yet")
@@ -250,9 +252,10 @@ def check_pairs(log: RunLog) -> Check:
     if passes is None:
         return Check(name, UNCHECKED, "the number of training pairs is not known (see the note above)")
     late = log.late(evals[-1]["step"]) if evals else []
-    train_acc = None if _constant_labels(log, nsp_prior(log)[1], {}) else mean(late, "nsp_acc")
-    held = evals[-1]["nsp_acc"] if evals else None
-    z = (held - 0.5) * 2 * math.sqrt(max(evals[-1].get("n_pairs", 1), 1)) if evals else 0.0
+    nsp = evals and not log.arg("no_nsp", False)     # --no-nsp: no pairs, only sequences to come back
+    train_acc = None if not nsp or _constant_labels(log, nsp_prior(log)[1], {}) else mean(late, "nsp_acc")
+    held = evals[-1]["nsp_acc"] if nsp else None
+    z = (held - 0.5) * 2 * math.sqrt(max(evals[-1].get("n_pairs", 1), 1)) if nsp else 0.0
     numbers = dict(passes=passes, train_nsp_acc=train_acc, heldout_nsp_acc=held)
     if passes <= 20:
         return Check(name, OK, seen[0].upper() + seen[1:], numbers=numbers)

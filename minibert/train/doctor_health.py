@@ -205,7 +205,8 @@ def measure_bare_step(log: RunLog, budget_s: float = 3.0):
         config.vocab_size = log.vocab_size or config.vocab_size
         model = BertForPreTraining(config, seed=0, dtype=log.arg("dtype", "float32"),
                                    device=log.arg("device", "cpu"), kernels=log.arg("kernels", "fast"),
-                                   mixed_precision=bool(log.arg("mixed_precision", False)))
+                                   mixed_precision=bool(log.arg("mixed_precision", False)),
+                                   pre_ln=bool(log.arg("pre_ln", False)))
     except Exception as exc:      # no GPU here for a GPU run, a config file that is gone, ...
         return f"the run's model cannot be built here: {exc}"
     T = log.arg("seq_len")

@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from ..textio import write_whole
+from .args import ABLATIONS
 from .run_log import EARLY, OK, UNCHECKED, WARNING, Check, NotARun, RunLog, read_run
 
 REFERENCES = Path(__file__).resolve().parents[1] / "references"
 # the settings that may differ from the references', named in the evidence when they do
 VARIABLES = ("lr", "warmup", "steps", "seed", "dupe_factor", "dropout", "bias_correction", "max_grad_norm",
-             "weight_decay", "mixed_precision")
+             "weight_decay", "mixed_precision", *ABLATIONS)
 
 
 def recipe(log: RunLog) -> dict | None:
@@ -113,9 +114,11 @@ def check_reference(log: RunLog, references) -> Check:
 def _differences(log: RunLog, references) -> str:
     said = []
     for k in VARIABLES:
-        theirs = sorted({repr(ref.args.get(k)) for ref in references})
-        if repr(log.args.get(k)) not in theirs:
-            said.append(f"--{k.replace('_', '-')} {log.args.get(k)} (theirs: {', '.join(theirs)})")
+        # a run from before the ablation flags was a run of BERT's recipe
+        theirs = sorted({repr(ref.args.get(k, ABLATIONS.get(k))) for ref in references})
+        mine = log.args.get(k, ABLATIONS.get(k))
+        if repr(mine) not in theirs:
+            said.append(f"--{k.replace('_', '-')} {mine} (theirs: {', '.join(theirs)})")
     return "; ".join(said)
 
 
@@ -127,15 +130,19 @@ def draw(log: RunLog, references, path) -> Path:
     base = log.evals[-1]["unigram_baseline"] if log.evals else None
     _band_behind(ax1, references, "mlm_loss", "held-out, on this run's baseline", base)
     _band_behind(ax2, references, "nsp_acc", "held-out")
+    nsp = not log.arg("no_nsp", False)     # a --no-nsp run has no NSP curve of its own
     if log.train:
         steps = [r["step"] for r in log.train]
         ax1.plot(steps, [r["mlm_loss"] for r in log.train], lw=1, alpha=0.7, color="C0", label="this run: training")
-        ax2.plot(steps, [r["nsp_acc"] for r in log.train], lw=1, alpha=0.5, color="C0", label="this run: training")
+        if nsp:
+            ax2.plot(steps, [r["nsp_acc"] for r in log.train], lw=1, alpha=0.5, color="C0",
+                     label="this run: training")
     if log.evals:
         steps = [e["step"] for e in log.evals]
         ax1.plot(steps, [e["mlm_loss"] for e in log.evals], "o-", ms=3, color="C1", label="this run: held-out")
         ax1.axhline(log.evals[-1]["unigram_baseline"], color="gray", ls="--", label="unigram baseline")
-        ax2.plot(steps, [e["nsp_acc"] for e in log.evals], "o-", ms=3, color="C1", label="this run: held-out")
+        if nsp:
+            ax2.plot(steps, [e["nsp_acc"] for e in log.evals], "o-", ms=3, color="C1", label="this run: held-out")
     if log.uniform_loss:
         ax1.axhline(log.uniform_loss, color="gray", ls=":", label="uniform guess (ln V)")
         ax1.set_ylim(top=log.uniform_loss + 1)    # a diverging loss leaves the picture; the check says how far
@@ -144,7 +151,8 @@ def draw(log: RunLog, references, path) -> Path:
     if isinstance(p, (int, float)):
         ax2.axhline(max(p, 1 - p), color="C0", ls=":", label="training pairs: always the commoner label")
     ax1.set(xlabel="step", ylabel="nats per masked token", title="Masked language modelling")
-    ax2.set(xlabel="step", ylim=(0, 1), title="Next sentence prediction: accuracy")
+    ax2.set(xlabel="step", ylim=(0, 1), title="Next sentence prediction: accuracy"
+            + ("" if nsp else " (not trained: --no-nsp)"))
     for ax in (ax1, ax2):
         ax.legend(fontsize=7)
     runs = f"{len(references)} reference run{'s' if len(references) > 1 else ''}"

@@ -12,6 +12,7 @@ from . import dist
 from .checkpoint_files import checkpoint_step, latest_checkpoint, remove_partial_checkpoints
 from ..model.config import BertConfig
 from ..model.bert import BertForPreTraining
+from ..model.hf_io import PRE_LN_EXPORT
 from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
@@ -221,8 +222,10 @@ def _log_evaluate_save(run: Run, lr: float, bar, save: bool) -> None:
     # log steps only, never at a stop: the window goes into the checkpoint instead
     if step % args.log_every == 0 or step == args.steps:
         entry = run.metrics.train_record(step, lr, run.stream, run.scaler)
-        bar.set_postfix(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}",
-                        nsp_acc=f"{entry['nsp_acc']:.2f}", tok_s=f"{entry['tokens_per_s']:,.0f}")
+        shown = dict(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}")
+        if "nsp_acc" in entry:     # not trained with --no-nsp
+            shown["nsp_acc"] = f"{entry['nsp_acc']:.2f}"
+        bar.set_postfix(**shown, tok_s=f"{entry['tokens_per_s']:,.0f}")
     bar.update(1)
     if step % args.eval_every == 0 or step == args.steps:
         run.record_eval()
@@ -253,7 +256,7 @@ def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, lo
     config.vocab_size = tokenizer.vocab_size
     config.pad_token_id = tokenizer.pad_id
     model = BertForPreTraining(config, seed=args.seed, dtype=args.dtype, device=args.device,
-                               mixed_precision=args.mixed_precision, kernels=args.kernels)
+                               mixed_precision=args.mixed_precision, kernels=args.kernels, pre_ln=args.pre_ln)
     opt = AdamW(model.params, lr=args.lr, weight_decay=args.weight_decay, bias_correction=args.bias_correction)
     scaler = LossScaler() if args.mixed_precision else None
     identity = run_identity(args, config, corpus.fingerprint(), tokenizer.fingerprint())
@@ -268,7 +271,8 @@ def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, lo
     log(f"corpus: {corpus}")
     log(f"model: {args.config}, {model.num_parameters():,} parameters, vocabulary {config.vocab_size:,}; "
         f"{stream.per_epoch} batches of {args.batch_size} per epoch")
-    log(f"baselines: MLM loss {baseline:.3f} (the training corpus's unigram frequencies), NSP accuracy 50%")
+    log(f"baselines: MLM loss {baseline:.3f} (the training corpus's unigram frequencies)"
+        + (", NSP not trained (--no-nsp)" if args.no_nsp else ", NSP accuracy 50%"))
     unk = unknown_share(eval_batches, tokenizer)
     if unk > 0.05:
         source = f"--vocab {args.vocab} does not fit this corpus" if args.vocab else\
@@ -316,7 +320,9 @@ def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
     # rank 0 writes the model and the plot while the others wait, and a signal now
     # neither cuts the export short nor ends a waiting rank: the run is all but done
     with StopSignal():
-        if step == args.steps:
+        if step == args.steps and args.pre_ln:
+            log(f"model not exported: {PRE_LN_EXPORT}; its checkpoints in {out} hold it")
+        elif step == args.steps:
             with writes(step, run.last_ckpt, what=out / "model"):
                 export_dir = run.comm.on_root(lambda: export_model(run.model, run.tokenizer, out))
             log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")

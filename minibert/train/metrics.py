@@ -51,21 +51,29 @@ def unigram_baseline(counts: np.ndarray, eval_batches) -> float:
 
 
 def batch_stats(out, batch) -> dict:
-    """Sums over one batch: losses weighted by their counts, correct predictions, counts."""
+    """Sums over one batch: losses weighted by their counts, correct predictions, counts.
+
+    A batch without NSP labels (--no-nsp) counts no pairs: its NSP sums are 0 of 0.
+    """
     labels, nsp = out.mlm_targets, out.nsp_targets   # already on the model's device
-    n_mlm, n_nsp = int(labels.size), int(nsp.size)
+    n_mlm, n_nsp = int(labels.size), 0 if nsp is None else int(nsp.size)
     return dict(
-        mlm_loss=float(out.mlm_loss) * n_mlm, nsp_loss=float(out.nsp_loss) * n_nsp,
+        mlm_loss=float(out.mlm_loss) * n_mlm, nsp_loss=float(out.nsp_loss) * n_nsp if n_nsp else 0.0,
         mlm_correct=int((out.mlm_logits.argmax(-1) == labels).sum()),
-        nsp_correct=int((out.nsp_logits.argmax(-1) == nsp).sum()),
+        nsp_correct=int((out.nsp_logits.argmax(-1) == nsp).sum()) if n_nsp else 0,
         n_mlm=n_mlm, n_nsp=n_nsp, tokens=int(batch["attention_mask"].sum()))
 
 
 def summarize(sums: dict) -> dict:
-    mlm, nsp = max(sums["n_mlm"], 1), max(sums["n_nsp"], 1)
-    return dict(mlm_loss=sums["mlm_loss"] / mlm, nsp_loss=sums["nsp_loss"] / nsp,
-                loss=sums["mlm_loss"] / mlm + sums["nsp_loss"] / nsp,
-                mlm_acc=sums["mlm_correct"] / mlm, nsp_acc=sums["nsp_correct"] / nsp)
+    """Mean losses and accuracies; no NSP numbers where no pair was seen (--no-nsp), rather than a fake 50%."""
+    mlm = max(sums["n_mlm"], 1)
+    result = dict(mlm_loss=sums["mlm_loss"] / mlm, mlm_acc=sums["mlm_correct"] / mlm)
+    result["loss"] = result["mlm_loss"]
+    if sums["n_nsp"]:
+        nsp = sums["n_nsp"]
+        result.update(nsp_loss=sums["nsp_loss"] / nsp, nsp_acc=sums["nsp_correct"] / nsp)
+        result["loss"] += result["nsp_loss"]
+    return {k: result[k] for k in ("mlm_loss", "nsp_loss", "loss", "mlm_acc", "nsp_acc") if k in result}
 
 
 def add(total: dict, part: dict) -> dict:
@@ -73,7 +81,7 @@ def add(total: dict, part: dict) -> dict:
 
 
 def evaluate(model, eval_batches, comm=None) -> dict:
-    """Held-out MLM loss and accuracy, NSP loss and accuracy (dropout off).
+    """Held-out MLM loss and accuracy, NSP loss and accuracy (dropout off; no NSP numbers for --no-nsp).
 
     ``nsp_majority`` is the accuracy of always answering the more common NSP
     label of these batches: the bar NSP accuracy must clear, besides 50%.
@@ -83,15 +91,17 @@ def evaluate(model, eval_batches, comm=None) -> dict:
     sums = {}
     for batch in eval_batches:
         mine = comm.share(batch) if comm is not None else batch
-        if len(mine["nsp_labels"]):        # a batch smaller than the number of ranks leaves some idle
+        if len(mine["input_ids"]):        # a batch smaller than the number of ranks leaves some idle
             out = model.forward(**mine, train=False)
             sums = add(sums, batch_stats(out, mine))
     model.release()  # an evaluation is never back-propagated
     if comm is not None:
         sums = comm.reduce_step(sums)
-    not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
-    return dict(summarize(sums), nsp_majority=max(not_next, 1.0 - not_next),
-                n_pairs=sums["n_nsp"], n_masked=sums["n_mlm"])
+    result = summarize(sums)
+    if "nsp_labels" in eval_batches[0]:     # MLM-only batches (--no-nsp) have no pairs to count
+        not_next = float(np.mean(np.concatenate([b["nsp_labels"] for b in eval_batches])))
+        result.update(nsp_majority=max(not_next, 1.0 - not_next), n_pairs=sums["n_nsp"])
+    return dict(result, n_masked=sums["n_mlm"])
 
 
 class LineFile:

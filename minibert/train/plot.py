@@ -33,16 +33,19 @@ def plot_history(history, path=None, vocab_size=None):
     ax1.set_ylabel("nats per masked token")
     ax1.set_title("Masked language modelling")
     ax1.legend(fontsize=8)
-    if evals:
+    nsp = any("nsp_acc" in h for h in history)       # a run with --no-nsp has no NSP numbers
+    if evals and nsp:
         ax2.plot([h["step"] for h in evals], [h["nsp_acc"] for h in evals], "o-", ms=3,
                  label="NSP accuracy (held-out)")
+    if evals:
         ax2.plot([h["step"] for h in evals], [h["mlm_acc"] for h in evals], "s-", ms=3,
                  label="MLM accuracy (held-out)")
-    if train:
+    if train and nsp:
         ax2.plot([h["step"] for h in train], [h["nsp_acc"] for h in train], lw=1, alpha=0.4,
                  label="NSP accuracy (train)")
-    ax2.axhline(0.5, color="gray", ls="--", label="NSP chance (50%)")
-    if evals and evals[-1]["nsp_majority"] > 0.5:
+    if nsp:
+        ax2.axhline(0.5, color="gray", ls="--", label="NSP chance (50%)")
+    if nsp and evals and evals[-1]["nsp_majority"] > 0.5:
         ax2.axhline(evals[-1]["nsp_majority"], color="gray", ls=":", label="NSP: more common label")
     ax2.set_ylim(0, 1)
     ax2.set_xlabel("step")

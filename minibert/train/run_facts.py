@@ -37,7 +37,7 @@ def data_facts(args, corpus, tokenizer, dataset, baseline: float | None) -> dict
         # real tokens of all the training instances, the special tokens included: the text is
         # cut --dupe-factor times, so the text itself is about this over the dupe factor
         train_tokens=sum(len(inst.tokens) for inst in dataset.instances),
-        not_next_share=dataset.not_next_share(),
+        not_next_share=dataset.not_next_share(),     # None for --no-nsp: no pairs
         unigram_baseline=baseline)
 
 
@@ -89,5 +89,5 @@ def facts_from_corpus(settings: dict, run_dir: Path) -> dict:
     train_docs, _ = split_documents(corpus, args.heldout_fraction, args.seed)
     dataset = build_pretraining_dataset(train_docs, tokenizer, max_seq_length=args.seq_len,
                                         max_predictions_per_seq=args.max_predictions, dupe_factor=args.dupe_factor,
-                                        seed=args.seed, cache_dir=args.cache_dir)
+                                        seed=args.seed, cache_dir=args.cache_dir, nsp=not args.no_nsp)
     return data_facts(args, corpus, tokenizer, dataset, None)

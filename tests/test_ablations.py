@@ -1,0 +1,313 @@
+"""The ablation flags of notebook 12: --no-nsp, --mlm-probability, --whole-word-masking, --pre-ln, --dropout.
+
+Each flag is followed from the command line to what it changes (the data, the loss, the
+layers), with its bad values, its place in a run's identity and run.json, and the export
+(or its refusal).
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minibert as mb
+from minibert.cli import main
+from minibert.constants import IGNORE_INDEX
+from minibert.data.packing import PackedInstance, create_packed_instances
+from minibert.data.pretraining_data import PretrainingDataset
+from minibert.gradcheck import max_rel_error, numerical_gradient
+from minibert.model import encoder
+from minibert.model.hf_io import PRE_LN_EXPORT
+from minibert.train import TrainArgs, check_args, pretrain
+from minibert.train.checkpoint_files import list_checkpoints
+from minibert.train.data import prepare_data
+from minibert.train.doctor import diagnose
+from test_train import small_args, train_losses
+
+FLAGS = ["--no-nsp", "--mlm-probability", "--whole-word-masking", "--pre-ln", "--dropout"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path / "cache"))
+
+
+def quiet(*args):
+    pass
+
+
+# ------------------------------------------------------------------ the command line
+def test_help_names_the_five_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help"])
+    text = capsys.readouterr().out
+    for flag in FLAGS:
+        assert flag in text, flag
+    assert "ablations:" in text
+
+
+@pytest.mark.parametrize("extra,expected", [
+    (["--mlm-probability", "0"], "--mlm-probability must be a share of the tokens strictly between 0 and 1"),
+    (["--mlm-probability", "1.5"], "strictly between 0 and 1 (BERT: 0.15), got 1.5"),
+    (["--mlm-probability", "1"], "strictly between 0 and 1 (BERT: 0.15), got 1.0"),
+    (["--mlm-probability", "nan"], "strictly between 0 and 1 (BERT: 0.15), got nan"),
+    (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
+    (["--dropout", "-0.1"], "--dropout must be in [0, 1), got -0.1"),
+])
+def test_bad_ablation_values_fail_in_one_line(corpus_file, tmp_path, capsys, extra, expected):
+    code = main(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "o"), "--no-progress"] + extra)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and expected in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "o" / "vocab.txt").exists()      # refused before any work
+
+
+@pytest.mark.parametrize("name", ["no_nsp", "whole_word_masking", "pre_ln"])
+def test_a_switch_is_a_bool(tmp_path, name):
+    with pytest.raises(ValueError, match=f"--{name.replace('_', '-')} is a switch"):
+        check_args(TrainArgs(out=str(tmp_path), **{name: "yes"}), probe_out=False)
+
+
+def test_the_flags_reach_train_args_and_run_json(corpus_file, tmp_path, capsys):
+    out = tmp_path / "r"
+    code = main(["pretrain", "--corpus", str(corpus_file), "--out", str(out), "--vocab-size", "400", "--steps", "2",
+                 "--batch-size", "4", "--seq-len", "32", "--warmup", "0", "--eval-instances", "8", "--no-progress",
+                 "--no-plot", "--no-nsp", "--mlm-probability", "0.3", "--whole-word-masking", "--pre-ln",
+                 "--dropout", "0"])
+    assert code == 0, capsys.readouterr().err
+    args = json.loads((out / "run.json").read_text())["args"]
+    assert (args["no_nsp"], args["mlm_probability"], args["whole_word_masking"], args["pre_ln"],
+            args["dropout"]) == (True, 0.3, True, True, 0.0)
+
+
+@pytest.mark.parametrize("flag,value", [("no_nsp", True), ("mlm_probability", 0.3), ("whole_word_masking", True),
+                                        ("pre_ln", True), ("dropout", 0.0)])
+def test_a_resume_with_another_ablation_flag_is_refused(corpus_file, tmp_path, flag, value):
+    pretrain(small_args(corpus_file, tmp_path, steps=4, stop_at=2, save_every=2), log=quiet)
+    with pytest.raises(Exception, match=f"different run.*{flag if flag != 'dropout' else 'config differs'}"):
+        pretrain(small_args(corpus_file, tmp_path, steps=4, save_every=2, resume=True, **{flag: value}), log=quiet)
+    # the checkpoint of an ablation is resumed by the same flag
+    out = tmp_path / "ablation"
+    pretrain(small_args(corpus_file, out, steps=4, stop_at=2, save_every=2, **{flag: value}), log=quiet)
+    result = pretrain(small_args(corpus_file, out, steps=4, save_every=2, resume=True, **{flag: value}), log=quiet)
+    assert result.step == 4
+
+
+# ------------------------------------------------------------------ --no-nsp
+def _documents():
+    """Three documents whose sentences are told apart by their tokens: sentence k is k0, k1, ..."""
+    lengths = [[3, 5, 2, 7], [4, 4], [9, 1, 2, 2, 6]]
+    docs, k = [], 0
+    for doc in lengths:
+        docs.append([[f"s{k + i}t{j}" for j in range(n)] for i, n in enumerate(doc)])
+        k += len(doc)
+    return docs
+
+
+def test_packed_instances_hold_whole_sentences_in_one_segment():
+    docs = _documents()
+    instances = create_packed_instances(docs, max_seq_length=12, dupe_factor=1, seed=0)
+    sentences = {tuple(s) for d in docs for s in d}
+    seen = []
+    for inst in instances:
+        assert len(inst) <= 12 and inst.tokens[0] == "[CLS]" and inst.tokens[-1] == "[SEP]"
+        assert inst.segment_ids == [0] * len(inst)
+        # the body is whole sentences, with a [SEP] where one document gives way to the next
+        for part in " ".join(inst.body).split(" [SEP] "):
+            words = part.split()
+            starts = [i for i, w in enumerate(words) if w.endswith("t0")] + [len(words)]
+            assert starts[0] == 0, inst
+            seen += [tuple(words[a:b]) for a, b in zip(starts, starts[1:])]
+    assert sorted(seen) == sorted(sentences)        # every sentence once, never cut
+    # greedy: no sequence could have taken the first sentence of the one after it in its document order
+    assert max(len(inst) for inst in instances) >= 11
+    # a sentence longer than a sequence is cut to it
+    long = create_packed_instances([[["w"] * 30], [["v"] * 3]], max_seq_length=8, seed=0)
+    assert sorted(len(i) for i in long) == [5, 8]
+
+
+def test_no_nsp_batches_have_one_segment_and_no_nsp_labels(corpus_file, tmp_path):
+    _, _, stream, eval_batches = prepare_data(small_args(corpus_file, tmp_path, no_nsp=True), tmp_path, log=quiet)
+    assert all(isinstance(i, PackedInstance) for i in stream.dataset.instances)
+    assert stream.dataset.not_next_share() is None
+    for batch in [stream.next_batch(), *eval_batches]:
+        assert "nsp_labels" not in batch
+        assert not batch["token_type_ids"].any()
+        assert ((batch["mlm_labels"] != IGNORE_INDEX).sum(axis=1) >= 1).all()
+    mixed = [stream.dataset.instances[0], *prepare_data(small_args(corpus_file, tmp_path / "nsp"), tmp_path / "nsp",
+                                                        log=quiet)[2].dataset.instances[:2]]
+    with pytest.raises(ValueError, match="mix NSP pairs and MLM-only sequences"):
+        PretrainingDataset(mixed, stream.dataset.tokenizer, max_seq_length=32)
+
+
+def test_no_nsp_run_trains_mlm_alone_and_exports_a_model_transformers_loads(corpus_file, tmp_path):
+    result = pretrain(small_args(corpus_file, tmp_path, no_nsp=True, plot=True), log=quiet)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for r in records:                         # no NSP numbers at all, not a fake 50%
+        assert not {"nsp_loss", "nsp_acc", "nsp_majority", "n_pairs"} & set(r), r
+        assert r["loss"] == r["mlm_loss"]
+    # the NSP head took no gradient in the last step: its loss is not in the total
+    grads = result.model.params.grads
+    assert not grads["cls.seq_relationship.weight"].any() and not grads["bert.pooler.dense.weight"].any()
+    assert grads["cls.predictions.transform.dense.weight"].any()
+    nsp = {c.name: c for c in diagnose(tmp_path, measure=False).checks}["NSP: beyond the class prior"]
+    assert (nsp.verdict, nsp.evidence) == ("not checked", "not trained: --no-nsp")
+    assert json.loads((tmp_path / "run.json").read_text())["data"]["not_next_share"] is None
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.BertForPreTraining.from_pretrained(tmp_path / "model").eval()
+    ids = np.array([[2, 10, 11, 12, 3]])
+    ours = result.model.forward(ids, train=False).mlm_logits
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(ids)).prediction_logits.numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------ the masking flags
+def _predicted(batch):
+    return batch["mlm_labels"] != IGNORE_INDEX
+
+
+def test_mlm_probability_sets_how_many_tokens_are_predicted(corpus_file, tmp_path):
+    for p in (0.15, 0.3):
+        _, _, stream, _ = prepare_data(small_args(corpus_file, tmp_path / str(p), mlm_probability=p,
+                                                  batch_size=64), tmp_path / str(p), log=quiet)
+        batch, counts = stream.next_batch(), []
+        lengths = batch["attention_mask"].sum(axis=1)
+        # BERT's count: round(p * length), at least 1, at most ceil(p * --seq-len)
+        want = np.minimum(np.ceil(32 * p), np.maximum(1, np.round(lengths * p)))
+        np.testing.assert_array_equal(_predicted(batch).sum(axis=1), want)
+        masks = []
+        for _ in range(20):
+            b = stream.next_batch()
+            masks.append((b["input_ids"][_predicted(b)] == stream.dataset.tokenizer.mask_id).mean())
+        assert 0.75 < np.mean(masks) < 0.85          # 80% of the predicted tokens are [MASK], at any P
+
+
+def _whole_words_cut(batch, tokenizer):
+    """How many predicted tokens have a piece of their word that is not predicted; and how many predicted words
+    have several pieces."""
+    cut = several = 0
+    for ids, chosen, labels in zip(batch["input_ids"], _predicted(batch), batch["mlm_labels"]):
+        tokens = [tokenizer.vocab[int(label if c else i)] for i, c, label in zip(ids, chosen, labels)]
+        for t in np.flatnonzero(chosen):
+            after = t + 1 < len(tokens) and tokens[t + 1].startswith("##")
+            # a piece right after [CLS] or [SEP] lost the start of its word when the segment was cut
+            before = tokens[t].startswith("##") and tokens[t - 1] not in ("[CLS]", "[SEP]")
+            several += after or before
+            cut += (after and not chosen[t + 1]) or (before and not chosen[t - 1])
+    return cut, several
+
+
+def test_whole_word_masking_predicts_every_piece_of_a_chosen_word(corpus_file, tmp_path):
+    found = {}
+    for whole in (False, True):
+        folder = tmp_path / str(whole)
+        _, tok, stream, _ = prepare_data(small_args(corpus_file, folder, whole_word_masking=whole, batch_size=64),
+                                         folder, log=quiet)
+        assert stream.dataset.whole_word_mask is whole
+        found[whole] = [sum(x) for x in zip(*(_whole_words_cut(stream.next_batch(), tok) for _ in range(5)))]
+    assert found[True][0] == 0 and found[True][1] > 20      # words of several pieces, all predicted whole
+    assert found[False][0] > 0                              # token by token, words get cut
+
+
+# ------------------------------------------------------------------ --dropout
+def test_dropout_sets_both_probabilities_of_the_run_model(corpus_file, tmp_path):
+    config = check_args(small_args(corpus_file, tmp_path, dropout=0.25), probe_out=False)
+    assert (config.hidden_dropout_prob, config.attention_probs_dropout_prob) == (0.25, 0.25)
+    result = pretrain(small_args(corpus_file, tmp_path / "r", dropout=0.0, steps=2), log=quiet)
+    c = result.model.config
+    assert (c.hidden_dropout_prob, c.attention_probs_dropout_prob) == (0.0, 0.0)
+    ids = np.array([[2, 10, 11, 12, 3]])
+    a, b = (result.model.forward(ids, train=True).mlm_logits for _ in range(2))
+    np.testing.assert_array_equal(a, b)          # dropout 0: training forwards draw no masks
+    default = pretrain(small_args(corpus_file, tmp_path / "d", steps=2), log=quiet).model
+    assert default.config.hidden_dropout_prob == 0.1
+    assert not np.array_equal(*(default.forward(ids, train=True).mlm_logits for _ in range(2)))
+
+
+# ------------------------------------------------------------------ --pre-ln
+def small_config(**kw):
+    return mb.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=12, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                         attention_probs_dropout_prob=0.0, **kw)
+
+
+def test_pre_ln_layer_computes_x_plus_sublayer_of_ln_x(rng):
+    model = mb.BertModel(small_config(), seed=1, dtype="float64", pre_ln=True)
+    w, c, ops = model.layers[0], model.config, model.ops
+    x = rng.standard_normal((2, 5, 8))
+    y = encoder.pre_ln_layer_forward(ops, x, w, None, c, None, False)[0]
+
+    def ln(h, n):
+        return ops.layernorm_forward(h, n.gamma, n.beta, c.layer_norm_eps)[0]
+
+    def attention(h):
+        q, k, v = (ops.split_heads(h @ wt.T + bt, 2) for wt, bt in zip(np.split(w.qkv.weight, 3),
+                                                                          np.split(w.qkv.bias, 3)))
+        return ops.merge_heads(ops.attention_forward(q, k, v, None)[0]) @ w.attn_out.weight.T + w.attn_out.bias
+
+    def ffn(h):
+        return ops.gelu_forward(h @ w.ffn_in.weight.T + w.ffn_in.bias)[0] @ w.ffn_out.weight.T + w.ffn_out.bias
+    h = x + attention(ln(x, w.ln1))
+    np.testing.assert_allclose(y, h + ffn(ln(h, w.ln2)), rtol=0, atol=1e-12)
+    post = encoder.layer_forward(ops, x, w, None, c, None, False)[0]
+    assert not np.allclose(post, y)               # BERT's order computes another function
+
+
+def test_pre_ln_layer_backward_matches_finite_differences(rng):
+    model = mb.BertModel(small_config(), seed=2, dtype="float64", pre_ln=True)
+    # the LayerNorms away from 1 and 0, so that a gradient that ignored them would show
+    model.params.data[...] += 0.3 * rng.standard_normal(model.params.data.shape)
+    w, c, ops = model.layers[1], model.config, model.ops
+    x = rng.standard_normal((2, 5, 8))
+    mask = np.ones((2, 5), dtype=np.int64)
+    mask[1, 3:] = 0
+    bias = ops.attention_mask_bias(mask, np.float64)
+    forward = lambda: encoder.pre_ln_layer_forward(ops, x, w, bias, c, None, False)[0]  # noqa: E731
+    y, cache = encoder.pre_ln_layer_forward(ops, x, w, bias, c, None, False)
+    dy = rng.standard_normal(y.shape)
+    model.zero_grad()
+    dx = encoder.layer_backward(ops, dy, cache, w, model._add_grad)
+    assert max_rel_error(dx, numerical_gradient(forward, x, dy)) < 1e-7
+    names = [n for n in model.params.params if n.startswith("encoder.layer.1.")]
+    assert len(names) == 16
+    for name in names:
+        if name.endswith("key.bias"):        # softmax ignores a shift shared by a query's scores: 0
+            continue
+        num = numerical_gradient(forward, model.params.params[name], dy)
+        assert max_rel_error(model.params.grads[name], num) < 1e-7, name
+
+
+def test_pre_ln_model_gradients_match_finite_differences(rng):
+    from conftest import padded_batch
+    model = mb.BertForPreTraining(small_config(), seed=3, dtype="float64", pre_ln=True)
+    model.params.data[...] += 0.3 * rng.standard_normal(model.params.data.shape)
+    assert "bert.encoder.LayerNorm.weight" in model.params.params
+    batch = padded_batch(rng, 40, B=3, T=9)
+    model.forward(**batch, train=False)
+    model.backward()
+    grads = {k: g.copy() for k, g in model.params.grads.items()}
+    loss = lambda: float(model.forward(**batch, train=False).loss)  # noqa: E731
+    for name, param in model.params.params.items():
+        if name.endswith("key.bias"):
+            continue
+        assert max_rel_error(grads[name], numerical_gradient(loss, param)) < 1e-7, name
+
+
+def test_pre_ln_run_resumes_exactly_and_is_not_exported(corpus_file, tmp_path):
+    logs = []
+    once = pretrain(small_args(corpus_file, tmp_path / "once", pre_ln=True), log=logs.append)
+    assert "bert.encoder.LayerNorm.weight" in once.model.params.params
+    pretrain(small_args(corpus_file, tmp_path / "twice", pre_ln=True, stop_at=6), log=quiet)
+    pretrain(small_args(corpus_file, tmp_path / "twice", pre_ln=True, resume=True), log=quiet)
+    assert train_losses(tmp_path / "once") == train_losses(tmp_path / "twice")      # bit for bit
+    refusal = [line for line in logs if str(line).startswith("model not exported")]
+    assert len(refusal) == 1 and PRE_LN_EXPORT in refusal[0] and "post-LN" in refusal[0]
+    assert not (tmp_path / "once" / "model").exists() and list_checkpoints(tmp_path / "once")
+    with pytest.raises(ValueError, match="cannot be saved as Hugging Face's BertForPreTraining.*post-LN"):
+        once.model.save_pretrained(tmp_path / "export")
+    assert not (tmp_path / "export").exists()
+    # a post-LN model of the same seed starts elsewhere: the flag reaches the model
+    post = pretrain(small_args(corpus_file, tmp_path / "post", steps=2, warmup=0), log=quiet)
+    assert train_losses(tmp_path / "post")[0] != train_losses(tmp_path / "once")[0]
+    assert Path(post.out, "model", "config.json").is_file()
