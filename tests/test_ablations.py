@@ -149,8 +149,12 @@ def test_no_nsp_run_trains_mlm_alone_and_exports_a_model_transformers_loads(corp
     grads = result.model.params.grads
     assert not grads["cls.seq_relationship.weight"].any() and not grads["bert.pooler.dense.weight"].any()
     assert grads["cls.predictions.transform.dense.weight"].any()
-    nsp = {c.name: c for c in diagnose(tmp_path, measure=False).checks}["NSP: beyond the class prior"]
+    checks = {c.name: c for c in diagnose(tmp_path, measure=False).checks}
+    nsp = checks["NSP: beyond the class prior"]
     assert (nsp.verdict, nsp.evidence) == ("not checked", "not trained: --no-nsp")
+    # packed sentences are sequences, not pairs
+    assert "training sequences" in checks["repeated pairs: --dupe-factor against the steps"].evidence
+    assert "pairs" not in checks["memorising: training against held-out"].evidence
     assert json.loads((tmp_path / "run.json").read_text())["data"]["not_next_share"] is None
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")

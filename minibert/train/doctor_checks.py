@@ -198,10 +198,11 @@ def exposure(log: RunLog, step: int):
         return "", None
     passes = step * log.sequences_per_step / d["train_instances"]
     dupe = log.arg("dupe_factor", 1)
+    unit = "sequence" if log.arg("no_nsp", False) else "pair"     # --no-nsp: packed sentences, no pairs
     return (f"its {step:,} steps of {log.sequences_per_step} sequences went {passes:.1f} times over its "
-            f"{d['train_instances']:,} training pairs, which --dupe-factor {dupe} cut from "
+            f"{d['train_instances']:,} training {unit}s, which --dupe-factor {dupe} cut from "
             f"{d['train_tokens'] / dupe:,.0f} tokens of training text"
-            + (f": each pair came back about {passes:.0f} times, the text about {passes * dupe:.0f} times"
+            + (f": each {unit} came back about {passes:.0f} times, the text about {passes * dupe:.0f} times"
                if passes >= 1.5 else "")), passes
 
 
