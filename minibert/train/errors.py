@@ -57,10 +57,20 @@ def writes(step: int, last_ckpt, what=None):
     """Turns a failed write into a ``TrainingError`` that says what is lost and how to go on."""
     try:
         yield
-    except OSError as exc:
-        raise write_failed(exc, step, last_ckpt, what) from None
-    except AgreedError as exc:      # a write of rank 0 that failed: every rank of the job has it
-        if not isinstance(exc.error, OSError):
+    except (OSError, AgreedError) as exc:      # agreed: a write of rank 0, which every rank of the job has
+        failed = os_error_in(exc)
+        if failed is None:
             raise
-        raise AgreedError(write_failed(exc.error, step, last_ckpt, what)) from None
+        raise replaced(exc, write_failed(failed, step, last_ckpt, what)) from None
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError that ``exc`` is, or that every rank agreed on; None for any other error."""
+    inner = exc.error if isinstance(exc, AgreedError) else exc
+    return inner if isinstance(inner, OSError) else None
+
+
+def replaced(exc: BaseException, error: BaseException) -> BaseException:
+    """``error`` raised in place of ``exc``: agreed by every rank where ``exc`` was."""
+    return AgreedError(error) if isinstance(exc, AgreedError) else error
 

@@ -17,7 +17,7 @@ from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
-from .errors import DISK_FULL, AgreedError, TrainingError, writes
+from .errors import DISK_FULL, AgreedError, TrainingError, os_error_in, replaced, writes
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, token_counts,
                       unigram_baseline, unknown_share)
 from .plot import plot_history
@@ -63,13 +63,12 @@ def _in_folder(args: TrainArgs, config: BertConfig, comm, log, on_record) -> Run
         checkpoint = comm.bcast(comm.on_root(lambda: _open_folder(args, out)))
         return _run(args, config, out, checkpoint, comm, log, on_record)
     except (OSError, AgreedError) as exc:     # the loop's own writes say more: this is the set-up's
-        failed = exc.error if isinstance(exc, AgreedError) else exc      # rank 0's write, on every rank
-        if not isinstance(failed, OSError) or failed.errno not in DISK_FULL:
+        failed = os_error_in(exc)
+        if failed is None or failed.errno not in DISK_FULL:
             raise
-        error = TrainingError(f"could not write {failed.filename or out}: the disk is full ({failed.strerror}); "
-                              f"no step was trained in this start: free some space, then run the same command "
-                              f"again")
-        raise (AgreedError(error) if failed is not exc else error) from None
+        raise replaced(exc, TrainingError(
+            f"could not write {failed.filename or out}: the disk is full ({failed.strerror}); no step was "
+            f"trained in this start: free some space, then run the same command again")) from None
     finally:
         if lock is not None:
             lock.close()
