@@ -7,7 +7,8 @@
     python -m exercises check all --path DIR         DIR/<name>.py for each exercise
     python -m exercises check all --solutions        the instructor solutions
     python -m exercises check gelu --timeout 10      another time limit (s per exercise)
-    python -m exercises make-student DIR             copy the exercises without solutions
+    python -m exercises hint layernorm [LEVEL]       a hint: 1 the idea, 2 the shapes, 3 the formula
+    python -m exercises make-student DIR             copy the exercises and notebooks without solutions
     python -m exercises grade SUBMISSIONS --out DIR  grade a class (see grade.py)
 
 The exit status of ``check`` is 0 when every exercise checked passes, 1 otherwise.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ from pathlib import Path
 from . import EXERCISES
 from .grade import add_grade_parser, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
+from .student_notebooks import exercise_cells, make_student_notebooks
 from .worker import import_message, source_module
 
 HERE = Path(__file__).resolve().parent
@@ -32,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 # checkers recognise a mistake by running its case, and a wrong variant of an op gives nothing away
 # that minibert, which the copy needs installed, does not hold already.
 INSTRUCTOR_ONLY = ("solutions",)
+NOTEBOOKS = HERE.parent / "notebooks"      # the course, whose exercise cells the student copy turns into stubs
 
 
 def load_module(name: str, source: str = "stubs"):
@@ -88,16 +92,22 @@ def check(names, source="stubs", out=sys.stdout, timeout=DEFAULT_TIMEOUT, memory
 
 
 def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
-    """Copy the exercises package to ``target/exercises`` without the instructor files."""
-    dest = target / "exercises"
-    if dest.exists():
-        if not force:
-            raise SystemExit(f"{dest} exists already; pass --force to replace it")
-        shutil.rmtree(dest)
+    """Copy the exercises package to ``target/exercises`` without the instructor files, and the
+    notebooks to ``target/notebooks`` with their exercise cells as stubs (``student_notebooks.py``)."""
+    dest, books = target / "exercises", target / "notebooks"
+    for path in (dest, books):
+        if path.exists():
+            if not force:
+                raise SystemExit(f"{path} exists already; pass --force to replace it")
+            shutil.rmtree(path)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY)
     shutil.copytree(HERE, dest, ignore=ignore)
     print(f"student version written to {dest}", file=out)
     print(f"  (left out: {', '.join(INSTRUCTOR_ONLY)})", file=out)
+    if NOTEBOOKS.is_dir():
+        written = make_student_notebooks(NOTEBOOKS, books)
+        cells = sum(len(exercise_cells(json.loads(p.read_text(encoding="utf-8")))) for p in written)
+        print(f"notebooks written to {books}: {len(written)} notebooks, {cells} exercise cells as stubs", file=out)
     print(f"students run, from {target}:  python -m exercises check all", file=out)
 
 
@@ -112,9 +122,12 @@ def main(argv=None) -> int:
     group.add_argument("--solutions", action="store_true", help="check the instructor solutions")
     group.add_argument("--path", help="a .py file (one exercise) or a directory of NAME.py files")
     _limits(p_check)
+    p_hint = sub.add_parser("hint", help="a hint for an exercise: 1 the idea, 2 the shapes, 3 the formula")
+    p_hint.add_argument("name", metavar="NAME")
+    p_hint.add_argument("level", nargs="?", type=int, default=1, metavar="LEVEL", help="1, 2 or 3 (default 1)")
     p_make = sub.add_parser("make-student", help="copy the exercises without the solutions")
     p_make.add_argument("dir", type=Path)
-    p_make.add_argument("--force", action="store_true", help="replace DIR/exercises if it exists")
+    p_make.add_argument("--force", action="store_true", help="replace DIR/exercises and DIR/notebooks if they exist")
     add_grade_parser(sub, _limits)
     args = parser.parse_args(argv)
 
@@ -123,6 +136,13 @@ def main(argv=None) -> int:
         for name, what in EXERCISES.items():
             print(f"  {name:<{width}}  {what}")
         print("\ncheck one with:  python -m exercises check NAME")
+        return 0
+    if args.command == "hint":
+        from .notebook import hint
+        try:
+            hint(args.name, args.level)
+        except ValueError as exc:
+            parser.error(str(exc))
         return 0
     if args.command == "make-student":
         make_student(args.dir, args.force)

@@ -1,0 +1,70 @@
+"""The exercises inside the notebooks: write a piece where it is taught, and check it in the next cell.
+
+    from exercises.notebook import check, hint
+    check("layernorm", layernorm_forward=layernorm_forward, layernorm_backward=layernorm_backward)
+    hint("layernorm")        # the idea; hint("layernorm", 2) the shapes, 3 the formula
+
+``check`` runs exercise NAME's own checker (``exercises/checks/``), the one
+``python -m exercises check NAME`` runs, on the functions the cell wrote, and
+prints its verdict: one line when they pass, the whole report with the first
+FAIL line's hint when they do not.  A cell may write only some of an
+exercise's functions; the others are the right ones of the exercise's table
+(``exercises/cases/``).  A forward and its backward share a cache whose layout
+is yours, so write them together.
+
+The functions run in this process (a notebook is a self-check, not a grade:
+``python -m exercises grade`` runs a class's files in worker processes).
+"""
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+from . import EXERCISES
+from .hints import HINTS, LEVELS
+
+
+def check(name: str, **functions) -> bool:
+    """Check ``functions`` (name=function, as the exercise's stub names them) with exercise ``name``'s checker.
+
+    Prints the verdict; returns True when every check passes.  Never raises for
+    the student's code: an exception inside it is a FAIL line with its hint.
+    """
+    from .cases import TABLES
+    from .checks import run_check
+
+    if name not in EXERCISES:
+        raise ValueError(f"no exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    right = TABLES[name].right
+    unknown = sorted(set(functions) - set(right))
+    if not functions or unknown:
+        raise ValueError(f"exercise {name!r} checks the functions {', '.join(right)}; "
+                         f"pass yours by name, e.g. check({name!r}, {next(iter(right))}={next(iter(right))})"
+                         + (f" (not one of them: {', '.join(unknown)})" if unknown else ""))
+    for key, func in functions.items():
+        if not callable(func):
+            raise TypeError(f"{key} should be the function you wrote, got a {type(func).__name__}")
+    module = SimpleNamespace(**{**right, **functions})
+    module.__name__ = f"{name} (your {', '.join(functions)})"
+    report = run_check(name, module)
+    if report.passed:
+        print(f"[PASS] {name}: your {', '.join(functions)} passed all {report.n_ok} checks.")
+    else:
+        print(report.render())
+        if report.status == "fail":
+            print(f"  (more help: hint({name!r}) in a cell, or python -m exercises hint {name})")
+    return report.passed
+
+
+def hint(name: str, level: int = 1, out=None) -> None:
+    """Print exercise ``name``'s hint of ``level``: 1 the idea, 2 the shapes, 3 the formula."""
+    out = out or sys.stdout
+    if name not in HINTS:
+        raise ValueError(f"no hints for {name!r}; exercises with hints: {', '.join(HINTS)}")
+    tiers = HINTS[name]
+    if not 1 <= level <= len(tiers):
+        raise ValueError(f"{name} has hints 1 to {len(tiers)} ({', '.join(LEVELS[:len(tiers)])}), not {level}")
+    print(f"{name}, hint {level} of {len(tiers)} ({LEVELS[level - 1]}):", file=out)
+    print(tiers[level - 1], file=out)
+    if level < len(tiers):
+        print(f"(next: hint({name!r}, {level + 1}))", file=out)

@@ -1,0 +1,105 @@
+"""The notebooks' exercise cells, and the student copy of the notebooks.
+
+In the repository every notebook carries its solutions, and ``make test``
+runs them.  An exercise is two code cells, marked with cell tags:
+
+* ``solution``: the functions the student writes, solved.  In the student
+  copy each top-level function keeps its signature and docstring and its body
+  becomes ``raise NotImplementedError``, unless the cell's metadata gives a
+  stub of its own (``metadata["exercise"]["stub"]``, for a cell that is not a
+  list of functions);
+* ``check``: the call to ``exercises.notebook.check`` that judges them; in the
+  student copy its output is cleared.
+
+Every other cell is copied as it is, outputs included.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+SOLUTION, CHECK = "solution", "check"
+TODO = "raise NotImplementedError  # TODO: your code here"
+
+
+def tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def source(cell) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def stub_of(cell) -> str:
+    """The student's version of a solution cell: each function's signature and docstring, then TODO."""
+    own = cell.get("metadata", {}).get("exercise", {}).get("stub")
+    if own is not None:
+        return "".join(own) if isinstance(own, list) else own
+    text = source(cell)
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    out: list[str] = []
+    done = 0                              # lines[:done] are handled
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        body = node.body
+        first = body[0]
+        has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str)
+        keep_to = first.end_lineno if has_doc else node.body[0].lineno - 1
+        indent = " " * (first.col_offset)
+        out += lines[done:keep_to]
+        out.append(indent + TODO)
+        done = node.end_lineno
+    out += lines[done:]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def exercise_cells(nb) -> list[tuple[int, int]]:
+    """(solution cell index, check cell index) of each exercise, in order."""
+    cells = nb["cells"]
+    pairs = []
+    for i, cell in enumerate(cells):
+        if SOLUTION in tags(cell):
+            j = next((j for j in range(i + 1, len(cells)) if CHECK in tags(cells[j])), None)
+            if j is None:
+                raise ValueError(f"the solution cell {i} has no check cell after it")
+            pairs.append((i, j))
+    return pairs
+
+
+def student_notebook(nb) -> dict:
+    """``nb`` (a notebook as JSON) with its solution cells made stubs and its checks' outputs cleared."""
+    nb = json.loads(json.dumps(nb))
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        if SOLUTION in tags(cell):
+            cell["source"] = stub_of(cell)
+        if SOLUTION in tags(cell) or CHECK in tags(cell):
+            cell["outputs"], cell["execution_count"] = [], None
+    return nb
+
+
+def solutions_put_back(student, original) -> dict:
+    """The student copy with the original's solution cells in place of the stubs (sources only)."""
+    nb = json.loads(json.dumps(student))
+    for cell, orig in zip(nb["cells"], original["cells"]):
+        if SOLUTION in tags(orig):
+            cell["source"] = orig["source"]
+    return nb
+
+
+def make_student_notebooks(src: Path, dest: Path) -> list[Path]:
+    """Copy the notebooks folder ``src`` to ``dest``, every notebook as its student copy; return the notebooks."""
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    written = []
+    for path in sorted(dest.glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps(student_notebook(nb), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
