@@ -424,3 +424,31 @@ def test_a_random_replacement_that_avoids_the_original_fails(tmp_path):
                                   "int(rng.choice(ordinary[ordinary != ids[pos]]))")
     assert not report.passed, text
     assert "the original one included" in text
+
+
+# ------------------------------------------------------------ tiered hints: the idea, the shapes, the formula
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_every_exercise_has_three_tiers_of_hints(name):
+    from exercises.hints import HINTS
+    assert len(HINTS.get(name, ())) == 3 and all(tier.strip() for tier in HINTS[name]), name
+
+
+@pytest.mark.parametrize("name,formula", [("layernorm", "mean(g * xhat)"), ("attention", "dS k / sqrt(D)"),
+                                          ("dropout", "dPd * mask"), ("linear", "G^T X"),
+                                          ("softmax", "sum(dp * p")])
+def test_the_stub_leaves_the_derivation_to_the_hints(name, formula):
+    from exercises.hints import HINTS
+    stub = (ROOT / "exercises" / "stubs" / f"{name}.py").read_text()
+    assert formula in HINTS[name][2]
+    assert formula not in stub, f"the {name} stub gives the formula away"
+    assert f"python -m exercises hint {name}" in stub, f"the {name} stub does not say where the hints are"
+
+
+def test_cli_hint_gives_one_tier_at_a_time():
+    from exercises.hints import HINTS
+    res = _run("hint", "layernorm", "2")
+    assert res.returncode == 0 and HINTS["layernorm"][1].split(".")[0] in res.stdout
+    assert HINTS["layernorm"][2].split(",")[0] not in res.stdout        # the formula waits for level 3
+    bad = _run("hint", "layernorm", "4")
+    assert bad.returncode == 2 and "hints 1 to 3" in bad.stderr and "Traceback" not in bad.stderr
+    assert _run("hint", "nonsense").returncode == 2

@@ -57,11 +57,10 @@ def attention_backward(dout, cache):
     Returns:
         dq, dk, dv: (B, A, T, D) each
 
-    Derivation (the mask is a constant, so it acts only through P):
-        dv = P^T dout
-        dP = dout v^T
-        dS = P * (dP - sum_keys(dP * P))        (the softmax backward, row by row)
-        dq = dS k / sqrt(D)        dk = dS^T q / sqrt(D)
+    Derive it by going back through the forward pass one line at a time
+    (out = P v, P = softmax(S), S = q k^T / sqrt(D) + mask); the mask is a
+    constant.  Your softmax exercise's backward pass is one of the steps.
+    Stuck?  python -m exercises hint attention   (then 2, then 3)
     """
     # TODO
     raise NotImplementedError

@@ -98,12 +98,10 @@ def attention_dropout_backward(dout, cache):
     Returns:
         dq, dk, dv: (B, A, T, D) each
 
-    Derivation, from out back to q, k and v:
-        dv  = Pd^T dout                            (the weights v was multiplied by)
-        dPd = dout v^T
-        dP  = dPd * mask                           (dropout's backward, the forward's mask)
-        dS  = P * (dP - sum_keys(dP * P))          (the softmax backward, with P before dropout)
-        dq  = dS k / sqrt(D)        dk = dS^T q / sqrt(D)
+    Go back from out to q, k and v one line of the forward pass at a time;
+    dropout's backward uses the forward's mask, and the softmax's backward
+    needs the weights as they were BEFORE dropout.
+    Stuck?  python -m exercises hint dropout   (then 2, then 3)
     """
     # TODO
     raise NotImplementedError

@@ -44,16 +44,9 @@ def layernorm_backward(dy, cache):
     Returns:
         dx: (..., H), dgamma: (H,), dbeta: (H,)
 
-    Derivation.  Write g = dy * gamma (the gradient with respect to xhat) and
-    r = 1 / sqrt(var + eps).  Every x_j of a row moves mu and var, and through
-    them every xhat_i of the row, which gives two correction terms:
-
-        dx = r * (g - mean(g) - xhat * mean(g * xhat))      (means over the last axis)
-
-    Hints:
-        * dgamma and dbeta sum over every axis but the last.
-        * the usual mistakes: leaving out "- mean(g)" (the path through mu) or
-          "- xhat * mean(g * xhat)" (the path through var).
+    Derive dx yourself: every x_j of a row moves mu and var, and through them
+    every xhat_i of the row.  Check a small case by hand, or against the
+    gradient check.  Stuck?  python -m exercises hint layernorm   (then 2, then 3)
     """
     # TODO: compute dgamma, dbeta and dx.
     raise NotImplementedError

@@ -47,9 +47,10 @@ def linear_backward(dy, cache):
     Returns:
         dx: (..., in), dW: (out, in), db: (out,)
 
-    Derivation, with x flattened to X (N, in) and dy to G (N, out):
+    Derivation: flatten x to X (N, in) and dy to G (N, out); then
         y_nj = sum_i X_ni W_ji + b_j
-        dL/dX = G W          dL/dW = G^T X          dL/db_j = sum_n G_nj
+    and each gradient is one matrix product (or a sum).  Stuck?
+    python -m exercises hint linear   (then 2, then 3)
     """
     # TODO: compute dx, dW and db.
     # Hints:

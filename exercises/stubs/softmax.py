@@ -43,12 +43,9 @@ def softmax_backward(dp, cache):
     Returns:
         dx: (..., C)
 
-    Derivation: dp_i/dx_j = p_i (delta_ij - p_j), so
-
-        dx_j = sum_i dp_i p_i (delta_ij - p_j) = p_j (dp_j - sum_i dp_i p_i)
-
-    Hint: every p_i depends on every x_j; using only the diagonal
-    (p_j (1 - p_j) dp_j) is the usual mistake.
+    Derivation: start from dp_i/dx_j = p_i (delta_ij - p_j) and apply it to
+    dp without building the C x C matrix.  Every p_i depends on every x_j.
+    Stuck?  python -m exercises hint softmax   (then 2, then 3)
     """
     # TODO
     raise NotImplementedError
