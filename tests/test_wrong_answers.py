@@ -2,9 +2,10 @@
 
 They run through tools/hint_census.py's own path (the command line, one
 process per answer), so a wrong answer the checker passes shows up here and
-in the census alike.  How often the first hint names the mistake is the
-census's business (tests/data/wrong_answers/README.md), not asserted here:
-it changes as the checkers' hints do.
+in the census alike.  The first hint under the first FAIL line must name the
+mistake by the file's own rule: the census went from 47 of 50 (the checkers
+before their diagnosis probes) to 50 of 50 (tests/data/wrong_answers/README.md),
+and a checker change that loses one fails here.
 """
 import importlib.util
 from pathlib import Path
@@ -17,6 +18,7 @@ census = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(census)
 
 FILES = census.answer_files()
+HOLDOUT = census.answer_files(root=ROOT / "tests" / "data" / "wrong_answers_holdout")
 EXERCISES = {p.name for p in (ROOT / "exercises" / "stubs").glob("*.py") if p.name != "__init__.py"}
 
 
@@ -40,10 +42,12 @@ def test_every_file_says_its_slip_and_rule(path):
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
-def test_the_checker_rejects_it(path):
+def test_the_checker_rejects_it_and_names_the_mistake(path):
     result = census.census_one(path)
     assert result["verdict"] == "FAIL", f"{_id(path)} got [{result['verdict']}]: {result['slip']}"
     assert result["first_fail"], f"{_id(path)}: [FAIL] without a FAIL line"
+    assert result["named"], f"{_id(path)}: the first hint does not name the slip ({result['slip']}): " \
+        f"{result['first_hint'] or '(no hint)'}"
 
 
 def test_names_it_rules():
@@ -69,3 +73,12 @@ def test_first_failure_reads_the_first_fail_and_its_hint():
     assert fail.startswith("dx vs numerical gradient")
     assert hint == "the sum runs over the last axis"
     assert census.first_failure("[PASS] softmax  (x.py)\n  ok    forward\n") == ("PASS", "", "")
+
+
+@pytest.mark.parametrize("path", HOLDOUT, ids=_id)
+def test_the_checker_rejects_the_held_out_answers(path):
+    """The second set measures the hints (its README); every one of its answers must at least fail."""
+    answer = census.read_answer(path)
+    assert answer["slip"] and answer["names_it"], _id(path)
+    result = census.census_one(path)
+    assert result["verdict"] == "FAIL" and result["first_fail"], f"{_id(path)} got [{result['verdict']}]"

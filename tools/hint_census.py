@@ -15,6 +15,7 @@ text counts, not the FAIL line.
     python tools/hint_census.py                      # all wrong answers
     python tools/hint_census.py dropout adamw        # some exercises
     python tools/hint_census.py --json results.json  # also write the raw results
+    python tools/hint_census.py --root tests/data/wrong_answers_holdout   # another set of answers
 
 The exit status is 1 when the checker passes a wrong answer, else 0.
 """
@@ -44,8 +45,8 @@ def read_answer(path):
             "slip": fields.get("slip", ""), "names_it": [alt for alt in rule if alt]}
 
 
-def answer_files(exercises=()):
-    paths = sorted(ANSWERS.glob("*/*.py"))
+def answer_files(exercises=(), root=ANSWERS):
+    paths = sorted(Path(root).glob("*/*.py"))
     return [p for p in paths if not exercises or p.parent.name in exercises]
 
 
@@ -121,8 +122,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("exercises", nargs="*", help="only these exercises (default: all)")
     parser.add_argument("--json", metavar="PATH", help="write the raw results to PATH")
+    parser.add_argument("--root", metavar="DIR", default=ANSWERS,
+                        help="the folder of NAME/SLUG.py answers (default: tests/data/wrong_answers)")
     args = parser.parse_args(argv)
-    results = [census_one(path) for path in answer_files(args.exercises)]
+    results = [census_one(path) for path in answer_files(args.exercises, args.root)]
     print(table(results))
     print()
     print(summary(results))

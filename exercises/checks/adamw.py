@@ -7,7 +7,7 @@ from minibert.gradcheck import max_rel_error
 from minibert.optim import AdamW
 from minibert.model.params import ParamSpec, ParamStore
 
-from ..calls import call
+from ..calls import call, try_call
 from ..cases import adamw as cases
 from ..harness import as_array, diagnose
 from ..report import Report
@@ -95,8 +95,53 @@ def _check_five_steps(r: Report, p0, grads, decay) -> None:
         r.ok(f"{line:<44s} max_rel_error {errs['param']:.1e} (< 1e-12)")
         return
     hint = diagnose(p, T.known(lambda mod: _last(mod, p0, grads, decay, 0))) or (
-        None if not moments_ok else
+        None if not moments_ok else locate_update(r, decay) or
         "decay first (param *= 1 - lr * weight_decay), then param -= lr * m_hat / (sqrt(v_hat) + eps) with "
         "m_hat = m / (1 - beta1**t) and v_hat = v / (1 - beta2**t)")
     r.fail(f"{line:<44s} max_rel_error {errs['param']:.1e} (must be < 1e-12); the total update is off by "
            f"{errs['update']:.1e}", hint)
+
+
+def locate_update(r: Report, decay: bool) -> str | None:
+    """Which term of the update is wrong, from two steps that switch the other terms off.
+
+    With a zero gradient (and zero moments) Adam's term is 0, so one step
+    shows the decay alone: param * (1 - lr * wd).  With decay=False and
+    eps = 0, the first step from zero moments is lr * m_hat / sqrt(v_hat) =
+    lr * sign(grad) exactly, whatever the gradient; a missing bias correction
+    scales it by a known factor.
+    """
+    b1, b2 = HP["beta1"], HP["beta2"]
+    p0 = np.full(4, 2.0)
+    if decay:
+        res = _try_step(r, p0, np.zeros(4), lr=0.1, weight_decay=0.5, eps=1e-6, decay=True)
+        if res is not None and np.allclose(res, res[0]) and not np.isclose(res[0], p0[0] * (1 - 0.05)):
+            f = res[0] / p0[0]
+            return (f"with a zero gradient, one step must only shrink the weights by 1 - lr * weight_decay = 0.95; "
+                    f"yours multiplies them by {f:.4g}" + (" (1 - weight_decay: lr is missing)" if np.isclose(f, 0.5)
+                                                          else ""))
+    g = np.array([0.3, -2.0, 5.0, -0.01])
+    res = _try_step(r, p0, g, lr=1.0, weight_decay=0.0, eps=0.0, decay=False)
+    if res is None:
+        return None
+    ratio = (p0 - res) / np.sign(g)
+    if not np.allclose(ratio, ratio[0], rtol=1e-9) or np.isclose(ratio[0], 1.0, rtol=1e-9):
+        return None
+    names = {1 / np.sqrt(1 - b2): "v is not bias-corrected: v_hat = v / (1 - beta2**t)",
+             1 - b1: "m is not bias-corrected: m_hat = m / (1 - beta1**t)",
+             (1 - b1) / np.sqrt(1 - b2): "neither m nor v is bias-corrected"}
+    name = next((text for factor, text in names.items() if np.isclose(ratio[0], factor, rtol=1e-6)), None)
+    return (f"the first step from zero moments (eps = 0) must move every weight by exactly lr, since "
+            f"m_hat / sqrt(v_hat) = sign(grad); yours moves it by {ratio[0]:.4g} x lr" + (f": {name}" if name else ""))
+
+
+def _try_step(r: Report, p0, g, **hp):
+    """The student's param after one step from zero moments, or None if it fails (never reported)."""
+    decay = hp.pop("decay")
+    res = try_call(r.module, "adamw_step", p0.copy(), g.copy(), np.zeros_like(p0), np.zeros_like(p0), 1,
+                   decay=decay, beta1=HP["beta1"], beta2=HP["beta2"], **hp)
+    try:
+        out = np.asarray(res[0], dtype=np.float64)
+    except Exception:
+        return None
+    return out if out.shape == p0.shape and np.isfinite(out).all() else None

@@ -25,6 +25,10 @@ class Tally:
         self.n_many = self.n_mixed = 0    # sequences with 5+ predictions; those whose fates differ
         self.n_two_random = self.n_same_random = 0
         self.n_all_labelled = 0           # sequences where every position has a label
+        # where the corruption and the labels disagree: changed positions without a label, by what they
+        # show, and labelled positions that do not show [MASK]
+        self.unlabelled_changed = {"mask": 0, "other": 0}
+        self.labelled = {"mask": 0, "other": 0}
 
     def add(self, ids, masked, labels) -> None:
         chosen = labels != -100
@@ -32,6 +36,11 @@ class Tally:
         special = np.isin(ids, SPECIAL)
         self.bad["label"] += int((labels[chosen] != ids[chosen]).any())
         self.bad["unchosen"] += int((masked[~chosen] != ids[~chosen]).any())
+        changed = ~chosen & (masked != ids)
+        self.unlabelled_changed["mask"] += int((changed & (masked == MASK)).sum())
+        self.unlabelled_changed["other"] += int((changed & (masked != MASK)).sum())
+        self.labelled["mask"] += int((chosen & (masked == MASK)).sum())
+        self.labelled["other"] += int((chosen & (masked != MASK)).sum())
         self.bad["special"] += int((chosen & special).any())
         n_expected = expected_predictions(len(ids), int((~special).sum()))
         self.bad["count"] += int(chosen.sum() != n_expected)
@@ -50,6 +59,18 @@ class Tally:
         if is_rand.sum() >= 2:
             self.n_two_random += 1
             self.n_same_random += int(len(set(new[is_rand].tolist())) == 1)
+
+    def unlabelled_hint(self) -> str:
+        """Locate the positions changed without a label: what they show says which step lost the label."""
+        changed, labelled = self.unlabelled_changed, self.labelled
+        if changed["other"] and not changed["mask"] and not labelled["other"]:
+            return (f"{changed['other']} positions were given a random token but the label -100, and "
+                    "every labelled position shows [MASK]: the label goes on EVERY chosen position, whatever it "
+                    "shows ([MASK], a random token, or its own token), not only where [MASK] went in")
+        if changed["mask"] and not changed["other"]:
+            return (f"{changed['mask']} positions show [MASK] but have the label -100: set labels[pos] = ids[pos] "
+                    "at every position you corrupt")
+        return "only the chosen positions are corrupted; every position whose label is -100 keeps its id"
 
     @property
     def all_mask(self) -> bool:
@@ -96,8 +117,7 @@ def _rules(r: Report, tally: Tally) -> None:
     bad = tally.bad
     r.expect(bad["label"] == 0, "labels hold the ORIGINAL id at predicted positions",
              "the label is the token that was there before masking (ids[pos]), not [MASK]")
-    r.expect(bad["unchosen"] == 0, "positions not predicted are left unchanged",
-             "only the chosen positions are corrupted; every position whose label is -100 keeps its id")
+    r.expect(bad["unchosen"] == 0, "positions not predicted are left unchanged", tally.unlabelled_hint())
     r.expect(bad["special"] == 0, "[CLS] and [SEP] are never chosen",
              cases.LABEL_ALL.hint if tally.n_all_labelled == N_SEQ else cases.SPECIALS.hint)
     if bad["count"]:
