@@ -19,5 +19,6 @@ EXERCISES = {
     "dropout": "inverted dropout, alone and on the attention weights, forward and backward",
     "mlm_masking": "BERT's 15% / 80-10-10 masked-LM corruption",
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
+    "pooler": "BERT's pooler (tanh on [CLS]) and the NSP head, forward and backward",
     "adamw": "one AdamW step with decoupled weight decay",
 }

@@ -98,4 +98,13 @@ HINTS: dict[str, tuple[str, ...]] = {
         "param *= 1 - lr * wd (if decay); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;\n"
         "param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).",
     ),
+    "pooler": (
+        "The pooler reads one row of each sequence, [CLS] at position 0, through a dense layer and tanh; the "
+        "NSP head is a plain 2-way linear layer on top. Going back, what was not read gets no gradient.",
+        "Cache pooled (B, H) and hidden[:, 0] (B, H). dhidden starts as zeros of hidden's shape (B, T, H) and "
+        "only dhidden[:, 0] is filled. dW has W's layout (out, in); db sums over the batch. The head's "
+        "dlogits is (B, 2), its W (2, H).",
+        "dz = dpooled * (1 - pooled**2);  dhidden[:, 0] = dz @ W;  dW = dz.T @ hidden[:, 0];  db = dz.sum(0).\n"
+        "Head: logits = pooled @ W.T + b;  dpooled = dlogits @ W;  dW = dlogits.T @ pooled;  db = dlogits.sum(0).",
+    ),
 }

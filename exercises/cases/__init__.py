@@ -5,7 +5,7 @@ checker recognises and the tests plant, and its right answers written
 otherwise (``variants``), which the checker must pass.
 """
 from . import adamw, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, mlm_masking, nsp_pairing
-from . import softmax
+from . import pooler, softmax
 
 TABLES = {m.TABLE.exercise: m.TABLE for m in (linear, embedding, layernorm, gelu, softmax, attention, cross_entropy,
-                                               dropout, mlm_masking, nsp_pairing, adamw)}
+                                               dropout, mlm_masking, nsp_pairing, pooler, adamw)}

@@ -20,7 +20,7 @@ import numpy as np
 from ..remote import WorkerGone
 from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, cross_entropy, dropout, embedding, gelu, layernorm, linear
-from . import mlm_masking, nsp_pairing, softmax
+from . import mlm_masking, nsp_pairing, pooler, softmax
 
 
 def _dropout(r: Report) -> None:
@@ -32,6 +32,7 @@ def _dropout(r: Report) -> None:
 CHECKS = {"linear": linear.check, "embedding": embedding.check, "layernorm": layernorm.check, "gelu": gelu.check,
           "softmax": softmax.check, "attention": attention.check, "cross_entropy": cross_entropy.check,
           "dropout": _dropout, "mlm_masking": mlm_masking.check, "nsp_pairing": nsp_pairing.check,
+          "pooler": pooler.check,
           "adamw": adamw.check}
 
 
