@@ -9,6 +9,7 @@ Your files are in exercises/stubs/.  See exercises/README.md.
 
 # name -> one-line description, in the order to do them
 EXERCISES = {
+    "wordpiece": "BERT's tokenizer: the basic split, then greedy longest-match-first WordPiece",
     "linear": "the fully connected layer y = x W^T + b, forward and backward",
     "embedding": "the embedding lookup and its backward pass (repeated ids, [PAD])",
     "layernorm": "layer normalisation, forward and backward",

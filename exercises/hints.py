@@ -9,6 +9,19 @@ from __future__ import annotations
 LEVELS = ("the idea", "the shapes", "the formula")
 
 HINTS: dict[str, tuple[str, ...]] = {
+    "wordpiece": (
+        "Two passes. basic_tokenize goes character by character: delete, replace by a space or keep each one, "
+        "then split on whitespace, then cut each chunk at every punctuation mark. wordpiece_word is a greedy "
+        "search that never goes back: at each position, the longest piece wins.",
+        "basic_tokenize returns a flat list of str, without empty strings; a punctuation mark is a word of its own. "
+        "wordpiece_word keeps a position start (0 at first) and tries end = len(word) down to start + 1; "
+        "the candidate is word[start:end], with '##' in front when start > 0.",
+        "accents: ''.join(c for c in unicodedata.normalize('NFD', w.lower()) if unicodedata.category(c) != 'Mn').\n"
+        "punctuation: 33 <= ord(c) <= 47 or 58 <= ord(c) <= 64 or 91 <= ord(c) <= 96 or 123 <= ord(c) <= 126 or "
+        "unicodedata.category(c).startswith('P').\n"
+        "WordPiece: take the first candidate that is in vocab, append it, start = end; if none is, "
+        "return [unk_token] (the whole word).",
+    ),
     "linear": (
         "Flatten every leading axis: x becomes X (N, in), dy becomes G (N, out). Then y = X W^T + b is one "
         "matrix product, and each gradient is another one.",

@@ -53,6 +53,19 @@ def span(values):
     return ordered[0], ordered[-1]
 
 
+# ------------------------------------------------------------------ 01 tokenization
+def claims_01(outputs):
+    # the folded answer to "predict, then run": one character without a piece makes the whole word [UNK]
+    t = output_with(outputs, "category of ☃")
+    (category,) = numbers(t, r"^category of ☃: (\S+)$")
+    (glued,) = numbers(t, r"^'tokenization☃': words \['tokenization☃'\] -> pieces (\[.*\])$")
+    (spaced,) = numbers(t, r"^'tokenization ☃': words \['tokenization', '☃'\] -> pieces (\[.*\])$")
+    assert glued == "['[UNK]']", "the answer says the glued word is [UNK] as a whole"
+    yield f"`tokenization☃` becomes `{glued}`"
+    yield f"The snowman is a symbol (category `{category}`), not punctuation"
+    yield f"only it is lost: `{spaced}`"
+
+
 # ------------------------------------------------------------------ 03 attention
 def claims_03(outputs):
     # the sample pair: the largest weights of each head (cell "largest weights")
@@ -829,6 +842,7 @@ CLAIMS = {"03_attention.ipynb": claims_03, "04_masked_lm.ipynb": claims_04, "06_
           "09_what_bert_is_not.ipynb": claims_09, "10_mixed_precision.ipynb": claims_10, "11_data_parallelism.ipynb": claims_11,
           "12_experiments.ipynb": claims_12}
 
+CLAIMS["01_tokenization.ipynb"] = claims_01
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
 def test_prose_quotes_the_outputs(name):

@@ -21,6 +21,7 @@ from ..remote import WorkerGone
 from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, cross_entropy, dropout, embedding, gelu, layernorm, linear
 from . import mlm_masking, nsp_pairing, pooler, softmax
+from . import wordpiece
 
 
 def _dropout(r: Report) -> None:
@@ -34,6 +35,7 @@ CHECKS = {"linear": linear.check, "embedding": embedding.check, "layernorm": lay
           "dropout": _dropout, "mlm_masking": mlm_masking.check, "nsp_pairing": nsp_pairing.check,
           "pooler": pooler.check,
           "adamw": adamw.check}
+CHECKS["wordpiece"] = wordpiece.check
 
 
 def run_check(name: str, module) -> Report:
