@@ -127,13 +127,36 @@ def locate_update(r: Report, decay: bool) -> str | None:
     ratio = (p0 - res) / np.sign(g)
     if not np.allclose(ratio, ratio[0], rtol=1e-9) or np.isclose(ratio[0], 1.0, rtol=1e-9):
         return None
-    names = {1 / np.sqrt(1 - b2): "v is not bias-corrected: v_hat = v / (1 - beta2**t)",
-             1 - b1: "m is not bias-corrected: m_hat = m / (1 - beta1**t)",
-             (1 - b1) / np.sqrt(1 - b2): "neither m nor v is bias-corrected"}
-    name = next((text for factor, text in names.items() if np.isclose(ratio[0], factor, rtol=1e-6)), None)
+    name = _corrections_used(ratio[0], b1, b2)
     return (f"the first step from zero moments (eps = 0) must move every weight by exactly lr, since "
             f"m_hat / sqrt(v_hat) = sign(grad); yours moves it by {ratio[0]:.4g} x lr" + (f": {name}" if name else ""))
 
+
+def _corrections_used(ratio: float, b1: float, b2: float) -> str | None:
+    """Which bias corrections give a first step of ``ratio`` x lr: none, or beta**k with the wrong k.
+
+    At t = 1, m = (1 - b1) g and v = (1 - b2) g^2; dividing them by c1 and c2
+    moves the weight by ((1 - b1) / c1) / sqrt((1 - b2) / c2) x lr.
+    """
+    options = {"no": 1.0, **{f"k={k}": None for k in (1, 2, 3)}}
+    for m_name in options:
+        for v_name in options:
+            c1 = 1.0 if m_name == "no" else 1 - b1 ** int(m_name[2:])
+            c2 = 1.0 if v_name == "no" else 1 - b2 ** int(v_name[2:])
+            if np.isclose(ratio, ((1 - b1) / c1) / np.sqrt((1 - b2) / c2), rtol=1e-6):
+                return _describe(m_name, v_name)
+    return None
+
+
+def _describe(m_name: str, v_name: str) -> str:
+    parts = []
+    for moment, beta, used in (("m", "beta1", m_name), ("v", "beta2", v_name)):
+        if used == "no":
+            parts.append(f"{moment} is not bias-corrected ({moment}_hat = {moment} / (1 - {beta}**t))")
+        elif used != "k=1":
+            parts.append(f"{moment}'s bias correction uses {beta}**{used[2:]} at the first step: the power is the "
+                         "step number t, which starts at 1")
+    return "; ".join(parts)
 
 def _try_step(r: Report, p0, g, **hp):
     """The student's param after one step from zero moments, or None if it fails (never reported)."""
