@@ -844,6 +844,21 @@ CLAIMS = {"03_attention.ipynb": claims_03, "04_masked_lm.ipynb": claims_04, "06_
 
 CLAIMS["01_tokenization.ipynb"] = claims_01
 
+
+def claims_05(outputs):
+    # the published ablations, as the cell prints them from the papers' tables
+    t = output_with(outputs, "ALBERT's average over its five tasks")
+    (qnli,) = numbers(t, r"^BERT\s+QNLI\s+\S+\s+\S+\s+(\S+)$")
+    (squad2,) = numbers(t, r"^RoBERTa\s+SQuAD 2\.0\s+\S+\s+\S+\s+(\S+)$")
+    (race,) = numbers(t, r"^RoBERTa\s+RACE\s+\S+\s+\S+\s+(\S+)$")
+    none, nsp, sop = numbers(t, r"no sentence loss (\S+), NSP (\S+), sentence order \(SOP\) (\S+)$")
+    yield f"costs most on QNLI ({qnli} points"
+    yield f"SQuAD 2.0 by {squad2} and RACE by {race}"
+    yield f"(averages of {none} and {nsp}), and its sentence-order loss ahead at {sop}"
+
+
+CLAIMS["05_next_sentence.ipynb"] = claims_05
+
 @pytest.mark.parametrize("name", sorted(CLAIMS))
 def test_prose_quotes_the_outputs(name):
     outputs, prose = load(name)
