@@ -20,4 +20,6 @@ EXERCISES = {
     "mlm_masking": "BERT's 15% / 80-10-10 masked-LM corruption",
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
     "adamw": "one AdamW step with decoupled weight decay",
+    "schedule": "the warm-up then linear decay learning rate, and clipping by the global norm",
+    "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
 }
