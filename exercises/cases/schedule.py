@@ -17,13 +17,13 @@ from .table import Table
 CLIP_EPS = 1e-6      # minibert.optim.clip_grad_norm's: the factor is max_norm / (norm + 1e-6)
 
 
-def _rate(warmup="right", decay="right", floor=0.0, clamp=True, times_peak=True, end_shift=0):
+def _rate(warmup="right", decay="right", floor=0.0, clamp=True, times_peak=True, end_shift=0, room=True):
     """learning_rate, or one of its usual mistakes.
 
     warmup: "right" (t / w), "from_one" ((t + 1) / w), "floor_div" (t // w), "le" (t <= w tested, 0/0 at w=0);
     decay: "right" ((S - t) / (S - w)) or "whole_run" (1 - t / S, google-research/bert's);
     floor: the share of the peak the decay ends at; clamp=False: negative after S;
-    end_shift=1: the rate reaches 0 at S - 1 instead of S.
+    end_shift=1: the rate reaches 0 at S - 1 instead of S; room=False: divided by S - w itself (0 when w = S).
     """
     def learning_rate(step, *, peak_lr, warmup_steps, total_steps):
         in_warmup = step <= warmup_steps if warmup == "le" else step < warmup_steps
@@ -40,7 +40,7 @@ def _rate(warmup="right", decay="right", floor=0.0, clamp=True, times_peak=True,
             frac = 1.0 - step / total_steps
         else:
             end = total_steps - end_shift
-            frac = (end - step) / max(1, end - warmup_steps)
+            frac = (end - step) / (max(1, end - warmup_steps) if room else end - warmup_steps)
         if not in_warmup and floor:
             frac = floor + (1.0 - floor) * frac
         if clamp and not in_warmup:
@@ -105,9 +105,13 @@ case("0 at the last update", "the rate reaches 0 at step total_steps; the last u
                              "still has peak_lr / (total_steps - warmup_steps)", learning_rate=_rate(end_shift=1))
 case("the multiplier, not the rate", "return the rate itself: the schedule's factor times peak_lr",
      learning_rate=_rate(times_peak=False))
-case("0/0 without warm-up", "with warmup_steps=0 there is no warm-up: step 0 already has the peak rate. Test "
+ZERO_WARMUP = case("0/0 without warm-up", "with warmup_steps=0 there is no warm-up: step 0 already has the peak rate. Test "
                             "step < warmup_steps (not <=), so that nothing is divided by warmup_steps = 0",
      learning_rate=_rate(warmup="le"))
+NO_DECAY = case("0/0 when the warm-up is the whole run", "with warmup_steps == total_steps there is nothing left to "
+                                                         "decay: divide by max(1, total_steps - warmup_steps), and "
+                                                         "the rate is 0 from total_steps on",
+                learning_rate=_rate(room=False))
 
 # ---- clipping
 # (first: they move a result by about 1e-7 of itself, which only a check's own matching tells apart)

@@ -76,7 +76,7 @@ TABLE = Table("seed_comparison", mean_and_spread=_spread(), paired_differences=_
 case = TABLE.case
 
 SAMPLE = ("the spread over seeds is the sample standard deviation, ddof=1 (divide by n - 1): the seeds run are a "
-          "sample of all the seeds one could run, and with 3 of them np.std's default (ddof=0) is 18% too small")
+          "sample of all the seeds one could run; np.std's default, ddof=0, gives sqrt((n - 1) / n) of it")
 EMPTY = ("with no numbers at all (a run without NSP has no NSP accuracy) return (nan, nan): the table prints a dash "
          "there, and 0 would read as a result")
 

@@ -47,12 +47,23 @@ def _check_schedule(r: Report, peak, warmup, total, steps) -> None:
         return [m.learning_rate(s, **kw) for s in steps]
     calls = [((s,), kw) for s in steps]
     got = np.array([_number(r, "learning_rate", v)
-                    for v in call_each(r, "learning_rate", calls, hint=T.raised(rates))])
+                    for v in call_each(r, "learning_rate", calls, hint=_division(T.raised(rates), warmup, total))])
     want = np.array([peak * linear_warmup_decay(s, total, warmup) for s in steps])
     what = f"rate, warm-up {warmup:,} of {total:,} steps"
     compare(r, what, got, want, TOL, known=T.known(rates), explain=_fine(rates, want),
             hint="peak_lr * step / warmup_steps while step < warmup_steps, then peak_lr * (total_steps - step) / "
                  "(total_steps - warmup_steps), never below 0")
+
+
+def _division(raised, warmup, total):
+    """A hint for an exception: its case's; a division by zero (int or float, either message) where the
+    schedule has no warm-up or nothing but warm-up is one of the two cases that divide by 0 there."""
+    def hint(exc):
+        text = raised(exc)
+        if text is None and type(exc).__name__ == "ZeroDivisionError":
+            text = cases.ZERO_WARMUP.hint if warmup == 0 else cases.NO_DECAY.hint if warmup == total else None
+        return text
+    return hint
 
 
 def _check_clip(r: Report, grads, max_norm, where) -> None:
