@@ -22,4 +22,6 @@ EXERCISES = {
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
     "pooler": "BERT's pooler (tanh on [CLS]) and the NSP head, forward and backward",
     "adamw": "one AdamW step with decoupled weight decay",
+    "schedule": "the warm-up then linear decay learning rate, and clipping by the global norm",
+    "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
 }

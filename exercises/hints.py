@@ -120,4 +120,25 @@ HINTS: dict[str, tuple[str, ...]] = {
         "dz = dpooled * (1 - pooled**2);  dhidden[:, 0] = dz @ W;  dW = dz.T @ hidden[:, 0];  db = dz.sum(0).\n"
         "Head: logits = pooled @ W.T + b;  dpooled = dlogits @ W;  dW = dlogits.T @ pooled;  db = dlogits.sum(0).",
     ),
+    "schedule": (
+        "Two functions apart. The rate is piecewise linear in the step: up from 0 to the peak over the warm-up, "
+        "down from the peak to 0 at total_steps, and flat at 0 after that. Clipping measures ONE norm for all the "
+        "arrays together and, when it is too large, scales every array by the same factor.",
+        "learning_rate returns one float; test step < warmup_steps first (never true when warmup_steps is 0, so "
+        "nothing is divided by 0). clip_by_global_norm: the norm is one float summed over every array; the "
+        "clipped list has one array per input, with its shape, in its place; the norm returned is the one "
+        "measured before scaling.",
+        "rate = peak_lr * step / warmup_steps if step < warmup_steps,\n"
+        "       else peak_lr * max(0, (total_steps - step) / max(1, total_steps - warmup_steps));\n"
+        "norm = sqrt(sum((g ** 2).sum() for g in grads)); coef = max_norm / (norm + 1e-6); if coef < 1: g * coef.",
+    ),
+    "seed_comparison": (
+        "A setting is summarised by the mean of its seeds and their spread. Pairing compares the two settings "
+        "seed by seed, where everything but the flag is the same, and summarises the differences the same way.",
+        "Both functions take plain lists with None where a run has no number. Leave out the Nones first (for the "
+        "pairs: the seeds where either side is None, before subtracting). The differences are an array, one "
+        "entry per seed kept; the means and spreads are floats, nan when nothing is left.",
+        "mean = x.mean(), spread = x.std(ddof=1) (divide by n - 1);\n"
+        "differences = [f - d for f, d in zip(flag, default) if f is not None and d is not None].",
+    ),
 }
