@@ -22,4 +22,6 @@ EXERCISES = {
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
     "pooler": "BERT's pooler (tanh on [CLS]) and the NSP head, forward and backward",
     "adamw": "one AdamW step with decoupled weight decay",
+    "step_flops": "the FLOPs of one training step, and model FLOPs utilisation",
+    "classifier_head": "the fine-tuning classifier on the pooled [CLS] vector: logits, loss and gradients",
 }

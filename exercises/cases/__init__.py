@@ -7,7 +7,9 @@ otherwise (``variants``), which the checker must pass.
 from . import adamw, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, mlm_masking, nsp_pairing
 from . import pooler, softmax
 from . import wordpiece
+from . import classifier_head, step_flops
 
 TABLES = {m.TABLE.exercise: m.TABLE for m in (linear, embedding, layernorm, gelu, softmax, attention, cross_entropy,
                                                dropout, mlm_masking, nsp_pairing, pooler, adamw)}
 TABLES[wordpiece.TABLE.exercise] = wordpiece.TABLE
+TABLES.update({m.TABLE.exercise: m.TABLE for m in (step_flops, classifier_head)})

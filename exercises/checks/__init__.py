@@ -22,6 +22,7 @@ from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, cross_entropy, dropout, embedding, gelu, layernorm, linear
 from . import mlm_masking, nsp_pairing, pooler, softmax
 from . import wordpiece
+from . import classifier_head, step_flops
 
 
 def _dropout(r: Report) -> None:
@@ -36,6 +37,7 @@ CHECKS = {"linear": linear.check, "embedding": embedding.check, "layernorm": lay
           "pooler": pooler.check,
           "adamw": adamw.check}
 CHECKS["wordpiece"] = wordpiece.check
+CHECKS.update({"step_flops": step_flops.check, "classifier_head": classifier_head.check})
 
 
 def run_check(name: str, module) -> Report:
