@@ -24,4 +24,6 @@ EXERCISES = {
     "adamw": "one AdamW step with decoupled weight decay",
     "schedule": "the warm-up then linear decay learning rate, and clipping by the global norm",
     "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
+    "step_flops": "the FLOPs of one training step, and model FLOPs utilisation",
+    "classifier_head": "the fine-tuning classifier on the pooled [CLS] vector: logits, loss and gradients",
 }

@@ -36,6 +36,8 @@ HERE = Path(__file__).resolve().parent
 # that minibert, which the copy needs installed, does not hold already.
 INSTRUCTOR_ONLY = ("solutions",)
 NOTEBOOKS = HERE.parent / "notebooks"      # the course, whose exercise cells the student copy turns into stubs
+# what the notebooks read from beside their folder (07 and 11: what a GPU measured), copied with them
+NOTEBOOK_DATA = (HERE.parent / "benchmarks" / "results",)
 
 
 def load_module(name: str, source: str = "stubs"):
@@ -108,6 +110,9 @@ def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
         written = make_student_notebooks(NOTEBOOKS, books)
         cells = sum(len(exercise_cells(json.loads(p.read_text(encoding="utf-8")))) for p in written)
         print(f"notebooks written to {books}: {len(written)} notebooks, {cells} exercise cells as stubs", file=out)
+        for data in NOTEBOOK_DATA:
+            if data.is_dir():
+                shutil.copytree(data, target / data.relative_to(HERE.parent), dirs_exist_ok=True)
     print(f"students run, from {target}:  python -m exercises check all", file=out)
 
 

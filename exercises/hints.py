@@ -141,4 +141,23 @@ HINTS: dict[str, tuple[str, ...]] = {
         "mean = x.mean(), spread = x.std(ddof=1) (divide by n - 1);\n"
         "differences = [f - d for f, d in zip(flag, default) if f is not None and d is not None].",
     ),
+    "step_flops": (
+        "Only matrix products count, 2 m n k each; the backward pass of a product is two more of the same "
+        "size, so a step is 3 x its forward products. Go through the model and ask, for each weight matrix, "
+        "how many rows it multiplies: every token, every sequence, or only the labelled positions.",
+        "Per layer: Q, K, V and the output are H x H, the feed-forward H x I and I x H, all at the B T tokens; "
+        "attention's q k^T and P v are (T, H) x (H, T) and (T, T) x (T, H) per sequence, heads together. "
+        "The pooler (H x H) runs once per sequence, the MLM transform (H x H) and decoder (H x V) at the "
+        "n_labelled positions. MFU divides a rate by a rate.",
+        "FLOPs = 3 * (L * (2 B T (4 H^2 + 2 H I) + 2 * 2 B T^2 H) + 2 B H^2 + 2 n_labelled (H^2 + H V));\n"
+        "mfu = flops_per_step / seconds_per_step / peak_flops.",
+    ),
+    "classifier_head": (
+        "The head is a linear layer and the cross-entropy of notebook 3, one label per sentence. Backward, "
+        "the softmax and the log cancel into one simple gradient for the logits; the linear layer does the rest.",
+        "z and probs are (B, C); W is (C, H), so z = pooled @ W.T + b. Every gradient has the shape of what it "
+        "is the gradient of: dpooled (B, H), dW (C, H), db (C,). The mean over the batch puts 1/B in dz.",
+        "loss = -mean_j (z_j - max z_j - log sum exp(z_j - max z_j))[y_j];  dz = dloss * (probs - onehot(y)) / B;\n"
+        "dpooled = dz @ W,  dW = dz.T @ pooled,  db = dz.sum(axis=0).",
+    ),
 }

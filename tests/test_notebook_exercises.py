@@ -15,7 +15,6 @@ notebooks carry the solutions, and nbval runs them in ``make test``; here:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +118,6 @@ def _execute(path: Path) -> dict:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_student_copy_fails_exactly_at_its_exercises(student_copy, path):
     """Run top to bottom, the student's notebook stops nowhere; each check says TODO, and only they do."""
-    os.environ.setdefault("MPLBACKEND", "Agg")
     nb = _execute(student_copy / "notebooks" / path.name)
     checks = {j for _, j in exercise_cells(load(path))}
     errors = [k for k, c in enumerate(nb.cells) if any(o.output_type == "error" for o in c.get("outputs", []))]

@@ -23,6 +23,7 @@ from . import adamw, attention, attention_dropout, cross_entropy, dropout, embed
 from . import mlm_masking, nsp_pairing, pooler, softmax
 from . import wordpiece
 from . import schedule, seed_comparison
+from . import classifier_head, step_flops
 
 
 def _dropout(r: Report) -> None:
@@ -38,6 +39,7 @@ CHECKS = {"linear": linear.check, "embedding": embedding.check, "layernorm": lay
           "adamw": adamw.check}
 CHECKS["wordpiece"] = wordpiece.check
 CHECKS.update({"schedule": schedule.check, "seed_comparison": seed_comparison.check})
+CHECKS.update({"step_flops": step_flops.check, "classifier_head": classifier_head.check})
 
 
 def run_check(name: str, module) -> Report:

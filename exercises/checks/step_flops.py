@@ -1,0 +1,41 @@
+"""The FLOPs of one training step, counted as notebook 7 counts them, and model FLOPs utilisation.
+
+The count is compared with the table's, written in plain Python, for several
+models and batches (BERT's tiny and base among them, and one where nothing is
+labelled); MFU for two machines.  Both to a relative error of 1e-12: a count
+is an integer, and a rate is one division away from it.
+"""
+from __future__ import annotations
+
+from ..calls import call
+from ..cases import step_flops as cases
+from ..harness import as_array, compare
+from ..report import Report
+
+T = cases.TABLE
+TOL = 1e-12
+COUNT = "training_step_flops"
+# (what, L, H, I, V, B, T, n_labelled): the labelled share is 15% of the tokens, as in pre-training
+CONFIGS = (("tiny, 16 x 128 tokens, 307 labelled", 2, 128, 512, 30522, 16, 128, 307),
+           ("base, 32 x 512 tokens, 2458 labelled", 12, 768, 3072, 30522, 32, 512, 2458),
+           ("L3 H8 I20 V50, 2 x 5 tokens, 3 labelled", 3, 8, 20, 50, 2, 5, 3),
+           ("L1 H16 I64 V100, 4 x 16, none labelled", 1, 16, 64, 100, 4, 16, 0))
+# (what, FLOPs per step, seconds per step, peak FLOP/s)
+RATES = (("12.9 GFLOP in 0.224 s, peak 200 GFLOP/s", 12.9e9, 0.224, 200e9),
+         ("3.35 TFLOP in 78.2 ms, peak 60 TFLOP/s", 3.35e12, 0.0782, 60e12))
+
+
+def check(r: Report) -> None:
+    for what, *sizes in CONFIGS:
+        got = call(r, COUNT, *sizes, hint=T.raised(lambda m: m.training_step_flops(*sizes)))
+        got = as_array(r, f"FLOPs for {what}", got, (), "return one number: the FLOPs of the whole step")
+        compare(r, f"FLOPs, {what}", got, T.right[COUNT](*sizes), tol=TOL,
+                known=T.known(lambda m: m.training_step_flops(*sizes), of=COUNT),
+                hint="count each product 2 m n k, forward + backward = 3 x forward: the encoder's weights, "
+                     "both attention products, the pooler, the MLM head at the labelled positions")
+    for what, *args in RATES:
+        got = call(r, "mfu", *args, hint=T.raised(lambda m: m.mfu(*args)))
+        got = as_array(r, f"MFU for {what}", got, (), "return one number, a fraction of the peak")
+        compare(r, f"MFU, {what}", got, T.right["mfu"](*args), tol=TOL,
+                known=T.known(lambda m: m.mfu(*args), of="mfu"),
+                hint="MFU = (flops_per_step / seconds_per_step) / peak_flops")
