@@ -20,4 +20,6 @@ EXERCISES = {
     "mlm_masking": "BERT's 15% / 80-10-10 masked-LM corruption",
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
     "adamw": "one AdamW step with decoupled weight decay",
+    "encoder_layer": "one post-LN encoder layer from the pieces, forward and backward, and the MLM decoder tied to "
+                     "the word embeddings",
 }

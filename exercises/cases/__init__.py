@@ -6,6 +6,8 @@ otherwise (``variants``), which the checker must pass.
 """
 from . import adamw, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, mlm_masking, nsp_pairing
 from . import softmax
+from . import encoder_layer
 
 TABLES = {m.TABLE.exercise: m.TABLE for m in (linear, embedding, layernorm, gelu, softmax, attention, cross_entropy,
                                                dropout, mlm_masking, nsp_pairing, adamw)}
+TABLES[encoder_layer.TABLE.exercise] = encoder_layer.TABLE
