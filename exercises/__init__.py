@@ -23,7 +23,9 @@ EXERCISES = {
     "pooler": "BERT's pooler (tanh on [CLS]) and the NSP head, forward and backward",
     "adamw": "one AdamW step with decoupled weight decay",
     "schedule": "the warm-up then linear decay learning rate, and clipping by the global norm",
-    "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
     "step_flops": "the FLOPs of one training step, and model FLOPs utilisation",
     "classifier_head": "the fine-tuning classifier on the pooled [CLS] vector: logits, loss and gradients",
+    "encoder_layer": "one post-LN encoder layer from the pieces, forward and backward, and the MLM decoder tied to "
+                     "the word embeddings",
+    "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
 }

@@ -106,6 +106,10 @@ class Encoder:
         if isinstance(obj, np.ndarray):
             return self._ndarray(obj, depth)
         if isinstance(obj, (list, tuple, set, frozenset)):
+            if type(obj) not in (list, tuple, set, frozenset) and self.handles is not None:
+                # a subclass, such as a NamedTuple cache of minibert's ops (AttentionCache): sent as a
+                # plain tuple it would come back without the field names its backward reads, so kept
+                return self._handle(obj)
             tag = {list: "l", tuple: "tu", set: "se", frozenset: "fs"}[next(
                 k for k in (list, tuple, set, frozenset) if isinstance(obj, k))]
             node = {"t": tag, "m": self._remember(obj)} if tag == "l" else {"t": tag}

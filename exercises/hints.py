@@ -160,4 +160,18 @@ HINTS: dict[str, tuple[str, ...]] = {
         "loss = -mean_j (z_j - max z_j - log sum exp(z_j - max z_j))[y_j];  dz = dloss * (probs - onehot(y)) / B;\n"
         "dpooled = dz @ W,  dW = dz.T @ pooled,  db = dz.sum(axis=0).",
     ),
+    "encoder_layer": (
+        "Write the forward as the chain of pieces and keep each piece's cache under its own name. The backward "
+        "runs the chain in reverse, and wherever a value was used twice its gradient is the SUM of both uses: "
+        "h (the FFN and the skip to h + f), x (three projections and the skip to x + a), W_word (the "
+        "embedding lookup and the decoder).",
+        "split: (B, T, H) -reshape-> (B, T, A, D) -swapaxes(1, 2)-> (B, A, T, D); merge is the reverse, and "
+        "each one's backward is the other. The padding mask is a bias on the keys: "
+        "L.attention_mask_bias(attention_mask, x.dtype) is (B, 1, 1, T). The embedding's share of dW_word "
+        "(V, H) scatters de (B, T, H) into the rows of ids; the decoder's is dlogits^T t summed over (B, T).",
+        "layer backward: ds2 = LN_2'(dy); dh = FFN'(ds2) + ds2; ds1 = LN_1'(dh); "
+        "dq, dk, dv = attention'(split(dense_o'(ds1)));\n"
+        "dx = ds1 + sum over q, k, v of linear'(merge(d)).   "
+        "tied: dW_word = dlogits^T t + (np.add.at(zeros, ids.ravel(), de.reshape(-1, H))).",
+    ),
 }

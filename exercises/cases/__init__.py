@@ -4,14 +4,9 @@
 checker recognises and the tests plant, and its right answers written
 otherwise (``variants``), which the checker must pass.
 """
-from . import adamw, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, mlm_masking, nsp_pairing
-from . import pooler, softmax
-from . import wordpiece
-from . import schedule, seed_comparison
-from . import classifier_head, step_flops
+from . import adamw, attention, classifier_head, cross_entropy, dropout, embedding, encoder_layer, gelu, layernorm
+from . import linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax, step_flops, wordpiece
 
-TABLES = {m.TABLE.exercise: m.TABLE for m in (linear, embedding, layernorm, gelu, softmax, attention, cross_entropy,
-                                               dropout, mlm_masking, nsp_pairing, pooler, adamw)}
-TABLES[wordpiece.TABLE.exercise] = wordpiece.TABLE
-TABLES.update({m.TABLE.exercise: m.TABLE for m in (schedule, seed_comparison)})
-TABLES.update({m.TABLE.exercise: m.TABLE for m in (step_flops, classifier_head)})
+TABLES = {m.TABLE.exercise: m.TABLE for m in (
+    wordpiece, linear, embedding, layernorm, gelu, softmax, attention, cross_entropy, dropout, mlm_masking,
+    nsp_pairing, pooler, adamw, schedule, step_flops, classifier_head, encoder_layer, seed_comparison)}

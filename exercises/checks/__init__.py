@@ -19,12 +19,9 @@ import numpy as np
 
 from ..remote import WorkerGone
 from ..report import Abort, Report
-from . import adamw, attention, attention_dropout, cross_entropy, dropout, embedding, gelu, layernorm, linear
-from . import mlm_masking, nsp_pairing, pooler, softmax
-from . import wordpiece
-from . import schedule, seed_comparison
-from . import classifier_head, step_flops
-
+from . import adamw, attention, attention_dropout, classifier_head, cross_entropy, dropout, embedding, encoder_layer
+from . import gelu, layernorm, linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax
+from . import step_flops, wordpiece
 
 def _dropout(r: Report) -> None:
     """Dropout alone, then on the attention weights: one exercise."""
@@ -32,14 +29,12 @@ def _dropout(r: Report) -> None:
     attention_dropout.check(r)
 
 
-CHECKS = {"linear": linear.check, "embedding": embedding.check, "layernorm": layernorm.check, "gelu": gelu.check,
-          "softmax": softmax.check, "attention": attention.check, "cross_entropy": cross_entropy.check,
-          "dropout": _dropout, "mlm_masking": mlm_masking.check, "nsp_pairing": nsp_pairing.check,
-          "pooler": pooler.check,
-          "adamw": adamw.check}
-CHECKS["wordpiece"] = wordpiece.check
-CHECKS.update({"schedule": schedule.check, "seed_comparison": seed_comparison.check})
-CHECKS.update({"step_flops": step_flops.check, "classifier_head": classifier_head.check})
+CHECKS = {"wordpiece": wordpiece.check, "linear": linear.check, "embedding": embedding.check,
+          "layernorm": layernorm.check, "gelu": gelu.check, "softmax": softmax.check, "attention": attention.check,
+          "cross_entropy": cross_entropy.check, "dropout": _dropout, "mlm_masking": mlm_masking.check,
+          "nsp_pairing": nsp_pairing.check, "pooler": pooler.check, "adamw": adamw.check, "schedule": schedule.check,
+          "step_flops": step_flops.check, "classifier_head": classifier_head.check,
+          "encoder_layer": encoder_layer.check, "seed_comparison": seed_comparison.check}
 
 
 def run_check(name: str, module) -> Report:
