@@ -20,4 +20,6 @@ EXERCISES = {
     "mlm_masking": "BERT's 15% / 80-10-10 masked-LM corruption",
     "nsp_pairing": "a next-sentence-prediction example: IsNext or a random other document",
     "adamw": "one AdamW step with decoupled weight decay",
+    "loss_scaler": "dynamic loss scaling: unscale, look for inf/NaN, grow or back off the scale",
+    "ring_allreduce": "the ring allreduce over simulated ranks: reduce-scatter, then all-gather",
 }

@@ -25,6 +25,7 @@ VARIANTS = [(ex, name, module) for ex, table in TABLES.items() for name, module 
 # how many planted mistakes each exercise had before they became one table: never fewer
 CASES_BEFORE = {"linear": 4, "embedding": 2, "layernorm": 8, "gelu": 5, "softmax": 5, "attention": 15,
                 "cross_entropy": 5, "dropout": 11, "mlm_masking": 11, "nsp_pairing": 9, "adamw": 5}
+CASES_BEFORE.update(loss_scaler=12, ring_allreduce=11)     # written as tables from the start
 
 
 def first_fail(text: str):

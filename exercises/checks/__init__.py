@@ -21,6 +21,7 @@ from ..remote import WorkerGone
 from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, cross_entropy, dropout, embedding, gelu, layernorm, linear
 from . import mlm_masking, nsp_pairing, softmax
+from . import loss_scaler, ring_allreduce
 
 
 def _dropout(r: Report) -> None:
@@ -33,6 +34,7 @@ CHECKS = {"linear": linear.check, "embedding": embedding.check, "layernorm": lay
           "softmax": softmax.check, "attention": attention.check, "cross_entropy": cross_entropy.check,
           "dropout": _dropout, "mlm_masking": mlm_masking.check, "nsp_pairing": nsp_pairing.check,
           "adamw": adamw.check}
+CHECKS.update({"loss_scaler": loss_scaler.check, "ring_allreduce": ring_allreduce.check})
 
 
 def run_check(name: str, module) -> Report:
