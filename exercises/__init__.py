@@ -27,5 +27,7 @@ EXERCISES = {
     "classifier_head": "the fine-tuning classifier on the pooled [CLS] vector: logits, loss and gradients",
     "encoder_layer": "one post-LN encoder layer from the pieces, forward and backward, and the MLM decoder tied to "
                      "the word embeddings",
+    "loss_scaler": "dynamic loss scaling: unscale, look for inf/NaN, grow or back off the scale",
+    "ring_allreduce": "the ring allreduce over simulated ranks: reduce-scatter, then all-gather",
     "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
 }

@@ -174,4 +174,24 @@ HINTS: dict[str, tuple[str, ...]] = {
         "dx = ds1 + sum over q, k, v of linear'(merge(d)).   "
         "tied: dW_word = dlogits^T t + (np.add.at(zeros, ids.ravel(), de.reshape(-1, H))).",
     ),
+    "loss_scaler": (
+        "The backward pass differentiated scale * loss, so every gradient is scale times too large: divide it "
+        "out, then ask one question of all the gradients together (is anything inf or NaN?). The rule then "
+        "shrinks the scale after an overflow and grows it after a long enough run without one.",
+        "unscale_and_check returns a list with one array per gradient, each of its shape, and one bool. "
+        "update_scale returns (scale, good_steps, take_step); good_steps counts the finite steps since the "
+        "scale last changed, so it goes back to 0 whenever the scale changes.",
+        "found_inf = not all(np.isfinite(g).all() for g in unscaled).  Overflow: (scale * backoff_factor, 0, "
+        "False).  Finite: good_steps += 1; if good_steps >= growth_interval: (scale * growth_factor, 0, True); "
+        "else (scale, good_steps, True).",
+    ),
+    "ring_allreduce": (
+        "Each step, every rank sends one chunk to its right neighbour, all at once. In the first phase the "
+        "receiver adds what it gets, so a chunk's running sum grows by one rank per step; in the second the "
+        "finished sums travel round the ring and simply replace the copies.",
+        "Copy the chunks into a state (R lists of R arrays). Per step, first collect every message "
+        "(sender r, chunk index, a copy of the data), then deliver them to (r + 1) % R. R - 1 steps per phase.",
+        "reduce-scatter step s: c = (r - s) % R; state[(r + 1) % R][c] = state[(r + 1) % R][c] + message.\n"
+        "all-gather step s: c = (r + 1 - s) % R; state[(r + 1) % R][c] = message.",
+    ),
 }

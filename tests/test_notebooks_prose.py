@@ -775,6 +775,15 @@ def claims_10(outputs):
     assert last in ("17", "18"), "the prose says the scale hovers between 2^17 and 2^18"
     yield "so it hovers between $2^{17}$ and $2^{18}$"
 
+    # the predicted start of the run: one skipped step per halving from 2^40
+    t = output_with(outputs, "the first step taken is step")
+    step, k = numbers(t, r"^the first step taken is step (\d+), at scale 2\^(\d+): (?:\d+) skipped steps")
+    assert int(step) == 40 - int(k), "'one per halving from 2^40'"
+    yield f"The first step taken is step {step}, at scale $2^{{{k}}}$: {step} skipped steps in a row"
+    (estimate,) = numbers(output_with(outputs, "largest |gradient|"), r"= 2\^" + NUM + " overflows it")
+    assert int(k) > float(estimate), "'a little above section 5's estimate'"
+    yield f"The scale that first fits is a little above section 5's $2^{{{estimate}}}$"
+
 
 # ------------------------------------------------------------------ 11 data parallelism
 def claims_11(outputs):
@@ -801,6 +810,16 @@ def claims_11(outputs):
     share = {name: round(100 * float(v) / float(step)) for name, v in (("nvlink", nvlink), ("pcie", pcie))}
     yield (f"next to the {step} ms of the H100's step, summing over NVLink adds {nvlink} ms with 8 workers "
            f"({share['nvlink']}%), over PCIe {pcie} ms ({share['pcie']}%), and over 100 Gb/s Ethernet {ethernet} ms")
+
+    # the predicted bytes of the simulated ring: 2 (N - 1) / N x S per worker
+    t = output_with(outputs, "bytes sent per worker")
+    sent = {}
+    for n in (4, 8):
+        size, each = numbers(t, rf"^N = {n}, S = ([\d,]+) bytes.*\n\s*bytes sent per worker \[(\d+)\]")
+        sent[n] = (size, int(each), int(each) / int(size.replace(",", "")))
+    assert sent[4][2] == 1.5 and sent[8][2] == 1.75, "'1.5 times S', '1.75 times S'"
+    yield f"{sent[4][1]:,} bytes each, as the first lines print: `bytes sent per worker [{sent[4][1]}]"
+    yield f"the ring's count is {sent[8][1]:,} bytes for $S$ = {sent[8][0]}, 1.75 times $S$"
 
 
 # ------------------------------------------------------------------ 12 experiments

@@ -5,8 +5,10 @@ checker recognises and the tests plant, and its right answers written
 otherwise (``variants``), which the checker must pass.
 """
 from . import adamw, attention, classifier_head, cross_entropy, dropout, embedding, encoder_layer, gelu, layernorm
-from . import linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax, step_flops, wordpiece
+from . import linear, loss_scaler, mlm_masking, nsp_pairing, pooler, ring_allreduce, schedule, seed_comparison, softmax
+from . import step_flops, wordpiece
 
 TABLES = {m.TABLE.exercise: m.TABLE for m in (
     wordpiece, linear, embedding, layernorm, gelu, softmax, attention, cross_entropy, dropout, mlm_masking,
-    nsp_pairing, pooler, adamw, schedule, step_flops, classifier_head, encoder_layer, seed_comparison)}
+    nsp_pairing, pooler, adamw, schedule, step_flops, classifier_head, encoder_layer, loss_scaler,
+    ring_allreduce, seed_comparison)}

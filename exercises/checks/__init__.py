@@ -21,7 +21,7 @@ from ..remote import WorkerGone
 from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, classifier_head, cross_entropy, dropout, embedding, encoder_layer
 from . import gelu, layernorm, linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax
-from . import step_flops, wordpiece
+from . import loss_scaler, ring_allreduce, step_flops, wordpiece
 
 def _dropout(r: Report) -> None:
     """Dropout alone, then on the attention weights: one exercise."""
@@ -34,7 +34,8 @@ CHECKS = {"wordpiece": wordpiece.check, "linear": linear.check, "embedding": emb
           "cross_entropy": cross_entropy.check, "dropout": _dropout, "mlm_masking": mlm_masking.check,
           "nsp_pairing": nsp_pairing.check, "pooler": pooler.check, "adamw": adamw.check, "schedule": schedule.check,
           "step_flops": step_flops.check, "classifier_head": classifier_head.check,
-          "encoder_layer": encoder_layer.check, "seed_comparison": seed_comparison.check}
+          "encoder_layer": encoder_layer.check, "loss_scaler": loss_scaler.check,
+          "ring_allreduce": ring_allreduce.check, "seed_comparison": seed_comparison.check}
 
 
 def run_check(name: str, module) -> Report:
