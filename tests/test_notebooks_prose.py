@@ -266,6 +266,10 @@ def claims_04(outputs):
 
 # ------------------------------------------------------------------ 06 the pre-training loop
 def claims_06(outputs):
+    # the folded answer of "predict, then run": an untrained model's losses
+    t = output_with(outputs, "(ln V = ")
+    mlm, lnv, nsp = numbers(t, r"^MLM loss (\S+) \(ln V = (\S+)\), NSP loss (\S+) \(ln 2 = 0\.69\)$")
+    yield f"The cell prints an MLM loss of {mlm} against $\\ln V$ = {lnv}, and an NSP loss of {nsp}"
     pretrained = NOTEBOOKS / "pretrained"
 
     def metrics(path):
