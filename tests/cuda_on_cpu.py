@@ -44,10 +44,10 @@ import numpy as np
 
 # C types of kernel parameters -> NumPy dtypes
 _C_DTYPES = {"float": np.float32, "double": np.float64, "int": np.int32, "long long": np.int64,
-             "unsigned char": np.uint8, "bool": np.bool_}
+             "unsigned long long": np.uint64, "unsigned char": np.uint8, "bool": np.bool_}
 # type names of ElementwiseKernel parameters -> C types
 _EK_CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
-              "uint8": "unsigned char", "bool": "bool"}
+              "uint64": "unsigned long long", "uint8": "unsigned char", "bool": "bool"}
 _NP_CTYPES = {np.dtype(v): k for k, v in _C_DTYPES.items()}
 
 _PRELUDE = r"""

@@ -64,6 +64,22 @@ def test_gpu_dropout_is_seeded(rng):
     assert losses[0] == losses[1] != losses[2]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_dropout_kernels_compute_the_counter_numbers(dtype):
+    """The keyed dropout kernels on the GPU keep exactly where NumPy's counter_uniform says."""
+    import cupy
+    from minibert import accel
+    from minibert.accel.counter_rng import CounterUniform, counter_uniform
+    x = cupy.ones((64, 33, 17), dtype=dtype)
+    gen = CounterUniform(7, cupy, dtype)
+    key = CounterUniform(7).next_key()
+    _, mask = accel.cuda.dropout_forward(x, 0.1, gen, True)
+    want = counter_uniform(key, x.shape, np, dtype) >= 0.1
+    np.testing.assert_array_equal(cupy.asnumpy(mask) != 0, want)
+    np.testing.assert_array_equal(cupy.asnumpy(CounterUniform(7, cupy, dtype)(x.shape)),
+                                  counter_uniform(key, x.shape, np, dtype))
+
+
 def test_gpu_lists_in_and_save_load(tmp_path):
     import cupy
     m = mb.BertForPreTraining(cfg(), seed=1, device="cuda")

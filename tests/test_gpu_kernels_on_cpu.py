@@ -215,6 +215,57 @@ def test_training_steps_through_the_kernels_follow_the_reference(dtype, tol, ker
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_keyed_dropout_kernels_compute_the_counter_numbers(dtype, kernels, rng):
+    """Given a counter-based generator, the dropout and attention kernels compute their own uniforms
+    in C: the masks are those of the reference ops reading the same numbers from NumPy."""
+    from minibert.accel.counter_rng import CounterUniform
+    x = rng.standard_normal((5, 7, 33)).astype(dtype)
+    B, A, T, D = 2, 3, 37, 8
+    q, k, v, dout = (rng.standard_normal((B, A, T, D)).astype(dtype) for _ in range(4))
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[1, 30:] = 0
+    bias = ops.attention_mask_bias(mask, dtype)
+    results = []
+    for path, L in (("kernel", accel.cuda), ("reference", ops)):
+        gen = CounterUniform(2024, np, dtype)
+        y, dmask = L.dropout_forward(x, 0.1, gen, True)
+        out, cache = L.attention_forward(q, k, v, bias, 0.1, gen, True)
+        results.append((y, dmask, out, L.attention_backward(dout, cache), gen.calls))
+    assert kernels[:2] == ["dropout_forward", "attention_forward"]
+    (yk, mk, ok, gk, ck), (yr, mr, orf, gr, cr) = results
+    assert ck == cr == 2                          # one key per dropout, on both paths
+    np.testing.assert_array_equal(mk, mr)         # the very same mask
+    assert 0.85 < (mk != 0).mean() < 0.95
+    _close(yk, yr, dtype, "dropout y")
+    _close(ok, orf, dtype, "attention out")
+    for name, a, b in zip(("dq", "dk", "dv"), gk, gr):
+        _close(a, b, dtype, name)
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_training_steps_with_counter_dropout_follow_the_reference(dtype, tol, kernels, rng):
+    """A GPU model's dropout (counter-based, seed_dropout on CuPy) through the kernels and through the
+    reference ops: the same losses and weights over three steps."""
+    from minibert.accel.counter_rng import CounterUniform
+    from minibert.optim import AdamW
+    batch = padded_batch(rng, 301)
+    runs = []
+    for path in (accel.cuda, "reference"):
+        m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+                                  seed=3, dtype=dtype, kernels=path)
+        opt = AdamW(m.params, lr=1e-3)
+        losses = []
+        for step in range(3):
+            m._uniform = CounterUniform(1000 + step, np, m.dtype)    # what seed_dropout makes on CuPy
+            losses.append(float(m.forward(**batch, train=True).loss))
+            m.backward()
+            opt.step()
+        runs.append((losses, m.params.data.copy()))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=tol)
+    _close(runs[0][1], runs[1][1], dtype, "weights")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_batch_without_mlm_labels_launches_no_empty_grid(dtype, kernels, rng):
     # the MLM head gets zero rows: a launch of no blocks would be a CUDA error
     ids = rng.integers(5, 301, (2, 6))

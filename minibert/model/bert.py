@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..accel.counter_rng import CounterUniform
 from ..backend import get_xp, is_cupy
 from ..kernels import select_ops
 from .config import BertConfig
@@ -131,8 +132,8 @@ class BertModel:
         # a stream of its own, distinct from the one that drew the initial weights
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
-            rng = self._dropout_rng = self.xp.random.RandomState(int(child.generate_state(1)[0]))
-            self._uniform = lambda shape: rng.random_sample(shape, dtype=self.dtype)
+            # counter-based: each dropout kernel computes its own uniforms from a key (accel/counter_rng.py)
+            self._uniform = CounterUniform(int(child.generate_state(1, np.uint64)[0]), self.xp, self.dtype)
         else:
             rng = self._dropout_rng = np.random.default_rng(child)
             self._uniform = lambda shape: self.ops.uniform(rng, shape, self.dtype)

@@ -83,6 +83,11 @@ def elementwise():
         # inverted dropout: mask = (u >= p) / (1 - p);  y = x * mask
         dropout_fwd=ek("T x, T u, T p, T scale", "T y, T mask",
                        "mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd"),
+        # the same, with u = counter_uniform(key, i) computed here instead of read (counter_rng.py)
+        dropout_fwd_keyed=ek("T x, uint64 key, T p, T scale", "T y, T mask",
+                             cuda_source.COUNTER_MIX.replace("KEY", "key").replace("IDX", "i") +
+                             f" T u = {cuda_source.COUNTER_TO_T};"
+                             " mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd_keyed"),
         # AdamW, the same steps as optim.AdamW.step, element by element
         adamw=ek("T g, T b1, T c1, T b2, T c2, T step_size, T root_c2, T eps, T decay, int64 n_decay",
                  "T p, T m, T v",

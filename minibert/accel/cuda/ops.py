@@ -12,10 +12,15 @@ and by the number of kernel launches, so each formula here is one kernel:
                       row in the forward; the two row means of the backward
 ``gelu_*``            exact (erf) and tanh GELU, forward and backward, one
                       elementwise kernel each
-``dropout_forward``   mask and product in one kernel (the uniform draws come from
-                      the model's seeded generator, as in the reference, so the
-                      same seed drops the same entries on both paths)
-``attention_*``       scale, mask bias, softmax and dropout in one kernel per
+``dropout_forward``   mask and product in one kernel.  A GPU model's generator is
+                      counter-based (``accel/counter_rng.py``): the kernel
+                      computes each element's uniform from the step's key and
+                      the element's index, so no array of draws is made; given
+                      any other generator it reads the draws.  Either way the
+                      numbers are those the reference would use, so the same
+                      seed drops the same entries on both paths
+``attention_*``       scale, mask bias, softmax and dropout (its uniforms
+                      computed in place from the key, as above) in one kernel per
                       score row; the backward's dropout and softmax Jacobian in
                       one more
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
@@ -127,8 +132,10 @@ def gelu_backward(dy, cache):
 def dropout_forward(x, p, rng, train):
     if not train or p == 0.0 or not applies(x):
         return ref.dropout_forward(x, p, rng, train)
-    u = rng(x.shape)
     t = x.dtype.type
+    if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
+        return kernels.elementwise()["dropout_fwd_keyed"](x, np.uint64(rng.next_key()), t(p), t(1.0 / (1.0 - p)))
+    u = rng(x.shape)
     return kernels.elementwise()["dropout_fwd"](x, u, t(p), t(1.0 / (1.0 - p)))
 
 
@@ -182,8 +189,12 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
     drop = train and dropout_p > 0.0
     t = scores.dtype.type
     dummy = kernels.dummy(scores.dtype)   # stands in for the arrays a call does not use
+    key, how = 0, 0                       # how: 0 no dropout, 1 read the uniforms u, 2 compute them from key
     if drop:
-        u = rng(scores.shape)
+        if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
+            u, key, how = dummy, rng.next_key(), 2
+        else:
+            u, how = rng(scores.shape), 1
         probs_d = cupy.empty_like(scores)
         keep = cupy.empty(scores.shape, dtype=cupy.uint8)
     else:
@@ -194,7 +205,7 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
     inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
     kernels.kernel("attention_fwd", source.ATTENTION_FWD, scores.dtype)(
         (B * A * T,), (kernels.threads_per_row(Tk),),
-        (scores, bias, np.int32(mask_bias is not None), u, np.int32(drop), probs, probs_d, keep,
+        (scores, bias, np.int32(mask_bias is not None), u, np.uint64(key), np.int32(how), probs, probs_d, keep,
          np.int32(Tk), np.int64(A * T), t(scale), t(dropout_p), t(inv_keep)))
     if not drop:
         return probs, probs, None, 1.0

@@ -4,11 +4,26 @@
 which every kernel is compiled after.  ``tests/cuda_on_cpu.py`` compiles
 the same strings for the CPU.
 """
+# Dropout's uniform number for element i of the draw keyed `key`, computed where it is used
+# (minibert/accel/counter_rng.py has the same hash in NumPy, and says why):
+#   z = mix64(key + (i + 1) * golden);  u = top 24 bits / 2^24 (float) or top 53 bits / 2^53 (double)
+COUNTER_MIX = ("unsigned long long z = KEY + (unsigned long long)(IDX + 1) * 0x9E3779B97F4A7C15ULL;"
+               " z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;"
+               " z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;"
+               " z ^= z >> 31;")
+COUNTER_TO_T = ("sizeof(T) == 4 ? T((double)(z >> 40) * 5.9604644775390625e-08)"
+                " : T((double)(z >> 11) * 1.1102230246251565e-16)")
+COUNTER_UNIFORM_DEVICE = (
+    "__device__ __forceinline__ T counter_uniform(unsigned long long key, long long i) {\n"
+    "    " + COUNTER_MIX.replace("KEY", "key").replace("IDX", "i") + "\n"
+    "    return " + COUNTER_TO_T + ";\n}\n")
+
 # A block-wide sum and max: each warp reduces with shuffles, warp 0 reduces the
 # per-warp results.  The leading __syncthreads() lets a kernel call these twice
 # in a row with the same shared buffer.
 REDUCE = r"""
 typedef CTYPE T;
+""" + COUNTER_UNIFORM_DEVICE + r"""
 __device__ __forceinline__ float neg_inf(float) { return __int_as_float(0xff800000); }
 __device__ __forceinline__ double neg_inf(double) { return __longlong_as_double(0xfff0000000000000ULL); }
 __device__ __forceinline__ T warp_sum(T v) {
@@ -97,10 +112,11 @@ extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rs
 #   z = s * scale + bias[b];  p = exp(z - max z) / sum exp(z - max z)
 #   dropout: keep = u >= p_drop;  p_d = keep ? p / (1 - p_drop) : 0
 # bias is (B, Tk), the additive padding mask (used when has_bias); u the uniform draws
-# (used when has_drop).
+# (used when has_drop = 1), or, when has_drop = 2, counter_uniform(key, k) computed here.
 ATTENTION_FWD = r"""
 extern "C" __global__ void attention_fwd(const T* s, const T* bias, const int has_bias, const T* u,
-                                         const int has_drop, T* probs, T* probs_d, unsigned char* keep,
+                                         const unsigned long long key, const int has_drop, T* probs,
+                                         T* probs_d, unsigned char* keep,
                                          const int Tk, const long long rows_per_batch,
                                          const T scale, const T p_drop, const T inv_keep) {
     __shared__ T sh[32];
@@ -128,7 +144,7 @@ extern "C" __global__ void attention_fwd(const T* s, const T* bias, const int ha
         long long k = row * Tk + j;
         probs[k] = p;
         if (has_drop) {
-            bool kp = u[k] >= p_drop;
+            bool kp = (has_drop == 2 ? counter_uniform(key, k) : u[k]) >= p_drop;
             keep[k] = kp;
             probs_d[k] = kp ? p * inv_keep : T(0);
         }
