@@ -129,3 +129,55 @@ def test_student_copy_fails_exactly_at_its_exercises(student_copy, path):
         f"the check cells are {sorted(checks)}"
     for j in checks:
         assert text(nb.cells[j]).startswith("[TODO]"), f"{path.name}, cell {j}:\n{text(nb.cells[j])}"
+
+
+# ------------------------------------------------------------ check() and hint() as a notebook cell calls them
+def test_check_in_a_notebook_gives_the_command_lines_verdict(capsys):
+    from exercises.cases import TABLES
+    from exercises.notebook import check
+    case = next(c for c in TABLES["layernorm"].cases if c.name == "dx without the mean term")
+    wrong = case.module
+    assert not check("layernorm", layernorm_forward=wrong.layernorm_forward,
+                     layernorm_backward=wrong.layernorm_backward)
+    out = capsys.readouterr().out
+    assert out.startswith("[FAIL] layernorm") and case.hint in " ".join(out.split())
+    assert "hint('layernorm')" in out
+    right = TABLES["layernorm"].module
+    assert check("layernorm", layernorm_backward=right.layernorm_backward)        # the forward from the table
+    assert capsys.readouterr().out.startswith("[PASS] layernorm: your layernorm_backward passed all ")
+
+
+def test_check_says_what_is_wrong_with_its_own_arguments():
+    from exercises.notebook import check
+    with pytest.raises(ValueError, match="no exercise 'layernrom'"):
+        check("layernrom", layernorm_forward=print)
+    with pytest.raises(ValueError, match="checks the functions layernorm_forward, layernorm_backward"):
+        check("layernorm")
+    with pytest.raises(ValueError, match="not one of them: layer_norm"):
+        check("layernorm", layer_norm=print)
+    with pytest.raises(TypeError, match="layernorm_forward should be the function you wrote, got a int"):
+        check("layernorm", layernorm_forward=42)
+
+
+def test_an_exception_in_the_students_cell_is_a_fail_not_a_traceback(capsys):
+    from exercises.notebook import check
+
+    def gelu_forward(x):
+        return x * undefined_name      # noqa: F821
+
+    assert not check("gelu", gelu_forward=gelu_forward)
+    out = capsys.readouterr().out
+    assert "[FAIL] gelu" in out and "NameError" in out and "Traceback" not in out
+
+
+def test_hint_gives_one_level_and_names_the_next(capsys):
+    from exercises.hints import HINTS
+    from exercises.notebook import hint
+    hint("attention")
+    out = capsys.readouterr().out
+    assert "hint 1 of 3 (the idea)" in out and HINTS["attention"][0] in out and 'hint(\'attention\', 2)' in out
+    hint("attention", 3)
+    out = capsys.readouterr().out
+    assert HINTS["attention"][2] in out and "next" not in out
+    with pytest.raises(ValueError, match="hints 1 to 3"):
+        hint("attention", 0)
