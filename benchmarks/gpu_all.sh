@@ -3,7 +3,8 @@
 #   1. tests/test_gpu.py (every CUDA kernel and a model on each set of ops against the reference);
 #   2. the step table: bench_step.py --device cuda, small and base at sequence length 128 and
 #      512, float32 and mixed precision, minibert against PyTorch eager and SDPA;
-#   3. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched).
+#   3. the attention ladder (accel/cuda/ladder.py) against PyTorch's SDPA: bench_attention.py;
+#   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched).
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time).
@@ -33,6 +34,10 @@ for precision in float32 mixed; do
     sed -n '/## ratios/,$p' "$OUT/$name.md"
   done
 done
+
+echo "== the attention ladder (v1 naive, v2 fused softmax, v3 online softmax) against SDPA"
+$PY benchmarks/bench_attention.py --reps "$((reps * 2))" --json "$OUT/attention.json" > "$OUT/attention.md" 2>&1
+cat "$OUT/attention.md"
 
 for nb in 07_gpu_with_cupy 10_mixed_precision; do
   echo "== notebook $nb"

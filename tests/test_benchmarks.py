@@ -1,6 +1,7 @@
 """The benchmark scripts still run (tiny shapes: a smoke test, not a measurement)."""
 import json
 import shutil
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,19 @@ def test_bench_dist_smoke_runs_one_and_two_processes(tmp_path):
     assert one["step_s"] > 0 and two["step_s"] > 0 and two["speedup"] > 0
     assert len(two["steps_s"]) == 2 and 0 < two["allreduce_share"] < 1 and two["bare_allreduce_s"] > 0
     assert one["params"] == two["params"] and one["allreduce_share"] == 0
+
+
+def test_bench_attention_times_the_ladder_on_a_gpu_and_says_why_not_elsewhere():
+    script = ROOT / "benchmarks" / "bench_attention.py"
+    res = subprocess.run([sys.executable, str(script), "--batch", "2", "--heads", "2", "--seq-len", "40",
+                          "--reps", "2"], capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in res.stderr
+    spec = importlib.util.spec_from_file_location("bench_attention", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    if bench.gpu_reason() is None:
+        assert res.returncode == 0, res.stderr
+        for form in ("v1 naive", "v2 products + fused softmax", "v3 online softmax"):
+            assert form in res.stdout
+    else:
+        assert res.returncode == 1 and "the ladder runs on the GPU only" in res.stderr

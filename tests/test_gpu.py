@@ -80,6 +80,23 @@ def test_gpu_dropout_kernels_compute_the_counter_numbers(dtype):
                                   counter_uniform(key, x.shape, np, dtype))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_attention_ladder_matches_the_reference(dtype, rng):
+    import cupy
+    from minibert import ops
+    from minibert.accel.cuda.ladder import LADDER
+    q, k, v = (rng.standard_normal((3, 2, 70, 32)).astype(dtype) for _ in range(3))
+    mask = np.ones((3, 70), dtype=np.int64)
+    mask[1, 50:] = 0
+    mask[2] = 0
+    bias = ops.attention_mask_bias(mask, dtype)
+    want = ops.attention_forward(q, k, v, bias)[0]
+    for name, fn in LADDER.items():
+        got = cupy.asnumpy(fn(*(cupy.asarray(a) for a in (q, k, v, bias))))
+        err = np.abs(got - want).max() / np.abs(want).max()
+        assert err < (1e-12 if dtype == "float64" else 1e-5), (name, err)
+
+
 def test_gpu_lists_in_and_save_load(tmp_path):
     import cupy
     m = mb.BertForPreTraining(cfg(), seed=1, device="cuda")

@@ -166,6 +166,33 @@ def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
     assert not np.isnan(out_k).any()
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("version", ["v1 naive", "v2 products + fused softmax", "v3 online softmax"])
+def test_the_attention_ladder_matches_the_reference(dtype, version, kernels, rng):
+    """Each rung of accel/cuda/ladder.py computes the reference's attention output: a padded
+    sequence, a fully padded one, scores large enough that an unstable softmax overflows."""
+    from minibert.accel.cuda.ladder import LADDER
+    B, A, T, D = 3, 2, 37, 16
+    q, k, v = (rng.standard_normal((B, A, T, D)).astype(dtype) for _ in range(3))
+    q[0, 0] *= 40.0                              # scores of several hundred in one head
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[1, 29:] = 0
+    mask[2] = 0
+    bias = ops.attention_mask_bias(mask, dtype)
+    want = ops.attention_forward(q, k, v, bias)[0]
+    got = LADDER[version](q, k, v, bias)
+    assert got.dtype == want.dtype and np.isfinite(got).all()
+    _close(got, want, dtype, version)
+    _close(LADDER[version](q, k, v, None), ops.attention_forward(q, k, v, None)[0], dtype, version + ", no mask")
+
+
+def test_the_online_rung_refuses_a_head_it_cannot_hold(kernels, rng):
+    from minibert.accel.cuda.ladder import MAX_HEAD_SIZE, attention_online
+    q = rng.standard_normal((1, 1, 4, MAX_HEAD_SIZE + 1))
+    with pytest.raises(ValueError, match="head size at most"):
+        attention_online(q, q, q)
+
+
 def _small_config(**kw):
     return mb.BertConfig(vocab_size=301, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
                          intermediate_size=72, max_position_embeddings=32, **kw)

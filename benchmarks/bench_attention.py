@@ -1,0 +1,117 @@
+"""The attention ladder (minibert/accel/cuda/ladder.py) against PyTorch's fused attention, on one GPU.
+
+For each sequence length: one forward pass of attention, (B, A, T, D) with a
+padding mask, by each rung of the ladder (v1 naive, v2 products + fused
+softmax, v3 online softmax) and by torch.nn.functional.scaled_dot_product_attention
+(PyTorch chooses its kernel), on the same numbers, in one process.  Each form
+is checked against the reference (minibert.ops on the host) before it is
+timed; times are medians of --reps calls, each timed with CUDA events.
+
+FLOPs counted: the two products, 4 B A T^2 D per call.
+
+Usage:
+    python benchmarks/bench_attention.py                        # B 32, 12 heads of 64, T 128 and 512
+    python benchmarks/bench_attention.py --seq-len 128 --reps 50 --json runs/attention.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def gpu_reason():
+    """Why this machine cannot run the benchmark, or None."""
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return "no CUDA GPU is visible"
+    except Exception as exc:      # not installed, or no driver
+        return f"CuPy with a CUDA GPU is needed ({type(exc).__name__}: {exc})"
+    return None
+
+
+def timed(fn, reps):
+    """Median milliseconds of fn() over reps calls, after two warm-up calls."""
+    import cupy
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times))
+
+
+def one_length(B, A, T, D, reps, dtype="float32"):
+    import cupy
+    from minibert import ops
+    from minibert.accel.cuda.ladder import LADDER
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((B, A, T, D)).astype(dtype) for _ in range(3))
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[1::2, T - T // 4:] = 0                   # every other sequence a quarter padding
+    bias = ops.attention_mask_bias(mask, dtype)
+    want = ops.attention_forward(q, k, v, bias)[0]
+    gq, gk, gv, gbias = (cupy.asarray(a) for a in (q, k, v, bias))
+    rows = {}
+    for name, fn in LADDER.items():
+        err = float(np.abs(cupy.asnumpy(fn(gq, gk, gv, gbias)) - want).max() / np.abs(want).max())
+        rows[name] = (timed(lambda fn=fn: fn(gq, gk, gv, gbias), reps), err)
+    try:
+        import torch
+        tq, tk, tv, tbias = (torch.as_tensor(a, device="cuda") for a in (q, k, v, bias))
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        err = float(np.abs(sdpa(tq, tk, tv, attn_mask=tbias).cpu().numpy() - want).max() / np.abs(want).max())
+
+        def torch_call():
+            sdpa(tq, tk, tv, attn_mask=tbias)
+        rows["torch SDPA"] = (timed(torch_call, reps), err)
+    except ImportError:
+        pass
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--head-size", type=int, default=64)
+    p.add_argument("--seq-len", type=int, nargs="+", default=[128, 512])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    args = p.parse_args(argv)
+    reason = gpu_reason()
+    if reason:
+        print(f"bench_attention: {reason}; the ladder runs on the GPU only "
+              "(tests/test_gpu_kernels_on_cpu.py checks it on the CPU)", file=sys.stderr)
+        return 1
+    results = {}
+    for T in args.seq_len:
+        rows = one_length(args.batch, args.heads, T, args.head_size, args.reps)
+        flops = 4 * args.batch * args.heads * T * T * args.head_size
+        base = rows.get("torch SDPA", (None,))[0]
+        print(f"\nB {args.batch}, {args.heads} heads of {args.head_size}, T {T}: forward pass")
+        print(f"{'form':30} {'ms':>8} {'TFLOP/s':>8} {'x SDPA':>7} {'max rel err':>12}")
+        for name, (ms, err) in rows.items():
+            ratio = f"{ms / base:7.2f}" if base else "      -"
+            print(f"{name:30} {ms:8.3f} {flops / ms / 1e9:8.2f} {ratio} {err:12.1e}")
+        results[str(T)] = {name: {"ms": ms, "max_rel_error": err} for name, (ms, err) in rows.items()}
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

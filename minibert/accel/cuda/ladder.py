@@ -1,0 +1,160 @@
+"""Attention's forward pass, three ways: a ladder of CUDA kernels to read from the bottom up.
+
+Every version computes, for each head and each query row t,
+
+    out[t] = sum_j softmax_j(q[t] . k[j] / sqrt(D) + bias[j]) v[j]
+
+and ``benchmarks/bench_attention.py`` times each against PyTorch's fused
+attention.  They differ in what they write to memory, and that is the lesson:
+
+v1  naive: one thread per query row.  It writes the row's scores to a scratch
+    row in global memory, reads them back for the maximum, again for the sum
+    of exponentials, and again for the weighted sum of v.  Every query reads
+    every key and value from global memory, and nothing is shared between
+    threads.
+v2  two products and a fused softmax: the products q k^T and P v go to
+    cuBLAS, and one kernel per score row does scale, mask and softmax in
+    registers and shared memory (``attention_fwd`` of ``source.py``).  This
+    is minibert's own attention (``accel.cuda.attention_forward``); the
+    (B, A, T, T) weights are written once and read once.
+v3  online softmax: one thread per query row again, but it streams over the
+    keys once, keeping a running maximum m, the running sum l of exp(z - m)
+    and the running output acc.  When a new score raises the maximum, the
+    old l and acc are rescaled by exp(m_old - m_new), so that at the end
+    acc / l is the softmax's weighted sum exactly (Milakov and Gimelshein,
+    2018, "Online normalizer calculation for softmax").  The (T, T) scores
+    never exist in memory; FlashAttention builds on this with tiles of keys
+    shared by a block of queries.
+
+v1 and v3 are forward passes only (inference, or the lesson); the model trains
+with v2, whose weights its backward pass reads.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ops.attention import check_attention
+from . import kernels
+from . import ops as cuda_ops
+
+MAX_HEAD_SIZE = 128            # v3 keeps one query's output in registers: D at most this
+
+# v1: one thread per query row r of (B * A * T); scratch holds one row of Tk scores per thread
+NAIVE = r"""
+extern "C" __global__ void attention_naive(const T* q, const T* k, const T* v, const T* bias,
+                                           const int has_bias, T* scratch, T* out, const long long rows,
+                                           const int A, const int Tq, const int Tk, const int D,
+                                           const T scale) {
+    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const long long head = r / Tq;                     // (b, a): which q, k, v it reads
+    const T* qr = q + r * D;
+    const T* kh = k + head * Tk * D;
+    const T* vh = v + head * Tk * D;
+    const T* br = has_bias ? bias + (head / A) * Tk : 0;
+    T* s = scratch + r * Tk;
+    T m = neg_inf(T(0));
+    for (int j = 0; j < Tk; ++j) {                     // the scores, to memory
+        T dot = 0;
+        for (int d = 0; d < D; ++d) dot += qr[d] * kh[j * D + d];
+        T z = dot * scale + (br ? br[j] : T(0));
+        s[j] = z;
+        m = fmax(m, z);
+    }
+    T l = 0;
+    for (int j = 0; j < Tk; ++j) {                     // read back: exponentials and their sum
+        T e = exp(s[j] - m);
+        s[j] = e;
+        l += e;
+    }
+    for (int d = 0; d < D; ++d) {                      // read back again: the weighted sum of v
+        T acc = 0;
+        for (int j = 0; j < Tk; ++j) acc += s[j] * vh[j * D + d];
+        out[r * D + d] = acc / l;
+    }
+}
+"""
+
+# v3: one thread per query row, one pass over the keys, nothing written but the output
+ONLINE = r"""
+#define MAX_D MAX_HEAD_SIZE
+extern "C" __global__ void attention_online(const T* q, const T* k, const T* v, const T* bias,
+                                            const int has_bias, T* out, const long long rows,
+                                            const int A, const int Tq, const int Tk, const int D,
+                                            const T scale) {
+    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const long long head = r / Tq;
+    const T* qr = q + r * D;
+    const T* kh = k + head * Tk * D;
+    const T* vh = v + head * Tk * D;
+    const T* br = has_bias ? bias + (head / A) * Tk : 0;
+    T acc[MAX_D];
+    for (int d = 0; d < D; ++d) acc[d] = 0;
+    T m = neg_inf(T(0)), l = 0;
+    for (int j = 0; j < Tk; ++j) {
+        T dot = 0;
+        for (int d = 0; d < D; ++d) dot += qr[d] * kh[j * D + d];
+        const T z = dot * scale + (br ? br[j] : T(0));
+        const T m_new = fmax(m, z);
+        const T rescale = exp(m - m_new);              // 0 at the first key (m = -inf), else <= 1
+        const T p = exp(z - m_new);
+        l = l * rescale + p;
+        for (int d = 0; d < D; ++d) acc[d] = acc[d] * rescale + p * vh[j * D + d];
+        m = m_new;
+    }
+    for (int d = 0; d < D; ++d) out[r * D + d] = acc[d] / l;
+}
+"""
+
+THREADS = 128
+
+
+def _prepare(q, k, v, mask_bias):
+    """Contiguous q, k, v, the (B, Tk) bias (or a dummy) and the launch's sizes."""
+    import cupy
+    check_attention(q, k, v)
+    q, k, v = (cupy.ascontiguousarray(a) for a in (q, k, v))
+    B, A, T, D = q.shape
+    Tk = k.shape[-2]
+    has_bias = mask_bias is not None
+    bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=q.dtype) if has_bias else kernels.dummy(q.dtype)
+    rows = B * A * T
+    t = q.dtype.type
+    sizes = (np.int64(rows), np.int32(A), np.int32(T), np.int32(Tk), np.int32(D), t(1.0 / math.sqrt(D)))
+    return q, k, v, bias, np.int32(has_bias), sizes, ((rows + THREADS - 1) // THREADS,)
+
+
+def attention_naive(q, k, v, mask_bias=None):
+    """v1: scores to a scratch row per query, read back twice."""
+    import cupy
+    q, k, v, bias, has_bias, sizes, grid = _prepare(q, k, v, mask_bias)
+    out = cupy.empty_like(q)
+    scratch = cupy.empty((q.shape[0] * q.shape[1] * q.shape[2], k.shape[-2]), dtype=q.dtype)
+    kernels.kernel("attention_naive", NAIVE, q.dtype)(grid, (THREADS,), (q, k, v, bias, has_bias, scratch, out,
+                                                                         *sizes))
+    return out
+
+
+def attention_fused(q, k, v, mask_bias=None):
+    """v2: minibert's attention: cuBLAS products around one fused softmax kernel per row."""
+    return cuda_ops.attention_forward(q, k, v, mask_bias)[0]
+
+
+def attention_online(q, k, v, mask_bias=None):
+    """v3: one pass over the keys with a running maximum; no scores in memory."""
+    import cupy
+    if q.shape[-1] > MAX_HEAD_SIZE:
+        raise ValueError(f"attention_online keeps a head's output in registers: head size at most "
+                         f"{MAX_HEAD_SIZE}, got {q.shape[-1]}")
+    q, k, v, bias, has_bias, sizes, grid = _prepare(q, k, v, mask_bias)
+    out = cupy.empty_like(q)
+    source = ONLINE.replace("MAX_HEAD_SIZE", str(MAX_HEAD_SIZE))
+    kernels.kernel("attention_online", source, q.dtype)(grid, (THREADS,), (q, k, v, bias, has_bias, out, *sizes))
+    return out
+
+
+LADDER = {"v1 naive": attention_naive, "v2 products + fused softmax": attention_fused,
+          "v3 online softmax": attention_online}
