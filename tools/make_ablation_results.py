@@ -1,6 +1,8 @@
 """Make the results notebook 12 reads: the default recipe and five one-flag ablations, three seeds each.
 
     python tools/make_ablation_results.py       # about 45 minutes on a shared 2-core CPU
+    python tools/make_ablation_results.py --recipe wikitext-2 --device cuda --data-dir DIR
+                                                # WikiText-2 with mini: a GPU's work (--steps to shorten)
 
 Every run is ``make demo``'s recipe (``minibert.demo.DEMO``: the built-in corpus, the tiny
 model, 128 sequences of 32 tokens a step) cut to ``STEPS`` steps, with one flag changed. For
@@ -13,6 +15,7 @@ masking flags, so its own numbers measure another task.) Everything goes into
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -29,6 +32,12 @@ from minibert.train.metrics import evaluate                      # noqa: E402
 OUT = ROOT / "notebooks" / "pretrained" / "ablations.json"
 STEPS = 500          # make demo's 800 steps, 18 times, take too long on a shared 2-core CPU
 SEEDS = (0, 1, 2)
+# the second recipe: the README's WikiText-2 run with mini, cut to 1,500 steps (about 80 s a run on one
+# H100 at its measured 54 ms a step; on a 2-core CPU about an hour a run)
+WIKITEXT2 = dict(corpus="wikitext-2", config="mini", vocab_size=8000, seq_len=128, batch_size=128, lr=2e-3,
+                 dupe_factor=10, heldout_fraction=0.1, eval_instances=1024, log_every=10)
+RECIPES = {"builtin": (DEMO, STEPS, OUT),
+           "wikitext-2": (WIKITEXT2, 1500, ROOT / "notebooks" / "pretrained" / "ablations_wikitext2.json")}
 # the name notebook 12 shows, the command-line flags, and the same as TrainArgs settings
 ABLATIONS = {
     "default": ("", {}),
@@ -41,22 +50,23 @@ ABLATIONS = {
 KEEP = ("step", "mlm_loss", "mlm_acc", "nsp_acc", "unigram_baseline")
 
 
-def settings(seed: int, **flags) -> dict:
-    s = dict(DEMO, steps=STEPS, warmup=STEPS // 10, eval_every=50, save_every=STEPS, seed=seed, keep=1,
-             progress=False, plot=False)
+def settings(seed: int, base=DEMO, steps=STEPS, **flags) -> dict:
+    """A run's TrainArgs settings: the recipe ``base`` cut to ``steps``, with one ablation's ``flags``."""
+    s = dict(base, steps=steps, warmup=steps // 10, eval_every=max(steps // 10, 1), save_every=steps, seed=seed,
+             keep=1, progress=False, plot=False)
     s.update(flags)
     return s
 
 
-def common_batches(seed: int, tmp: Path) -> list:
+def common_batches(seed: int, tmp: Path, base: dict, steps: int) -> list:
     """The default run's held-out batches for ``seed`` (every flag of one seed trains the same vocabulary)."""
-    return prepare_data(TrainArgs(out=str(tmp / f"common-{seed}"), **settings(seed)), tmp / f"common-{seed}",
+    return prepare_data(TrainArgs(out=str(tmp / f"common-{seed}"), **settings(seed, base, steps)), tmp / f"common-{seed}",
                         log=lambda *a: None)[3]
 
 
-def one_run(name: str, seed: int, flags: dict, tmp: Path, batches: list) -> dict:
+def one_run(name: str, seed: int, flags: dict, tmp: Path, batches: list, base: dict, steps: int) -> dict:
     out = tmp / f"{name.replace(' ', '-').replace('%', '')}-{seed}"
-    result = pretrain(TrainArgs(out=str(out), **settings(seed, **flags)), log=lambda *a: None)
+    result = pretrain(TrainArgs(out=str(out), **settings(seed, base, steps, **flags)), log=lambda *a: None)
     evals = [[_round(e.get(k)) for k in KEEP] for e in result.history if e["kind"] == "eval"]
     common = evaluate(result.model, batches)
     return dict(seed=seed, evals=evals, common=dict(mlm_loss=_round(common["mlm_loss"]),
@@ -67,21 +77,36 @@ def _round(x):
     return x if x is None or isinstance(x, int) else round(float(x), 5)
 
 
-def main() -> None:
-    recipe = {k: v for k, v in settings(0).items() if k not in ("seed", "progress", "plot", "keep")}
-    results = dict(recipe=recipe, steps=STEPS, seeds=list(SEEDS), columns=list(KEEP),
-                   ablations={})
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", choices=sorted(RECIPES), default="builtin")
+    p.add_argument("--steps", type=int, help="steps per run (default: the recipe's)")
+    p.add_argument("--seeds", type=int, default=len(SEEDS), help="seeds 0 .. N-1 (default 3)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--data-dir", help="a local copy of the corpus (WikiText-2's wiki.valid.raw and wiki.test.raw)")
+    p.add_argument("--out", type=Path, help="the results file (default: the recipe's, in notebooks/pretrained/)")
+    args = p.parse_args(argv)
+    recipe, steps, out = RECIPES[args.recipe]
+    steps, out = args.steps or steps, args.out or out
+    if steps < 10 or args.seeds < 1:
+        p.error("--steps must be at least 10 and --seeds at least 1")
+    base = dict(recipe, device=args.device, **({"data_dir": args.data_dir} if args.data_dir else {}))
+    seeds = list(range(args.seeds))
+    hidden = ("seed", "progress", "plot", "keep", "data_dir") + (("device",) if args.device == "cpu" else ())
+    shown = {k: v for k, v in settings(0, base, steps).items() if k not in hidden}
+    results = dict(recipe=shown, steps=steps, seeds=seeds, columns=list(KEEP), ablations={})
     with tempfile.TemporaryDirectory(prefix="minibert-ablations-") as tmp:
         tmp = Path(tmp)
-        batches = {seed: common_batches(seed, tmp) for seed in SEEDS}
+        batches = {seed: common_batches(seed, tmp, base, steps) for seed in seeds}
         for name, (flag, flags) in ABLATIONS.items():
             runs = []
-            for seed in SEEDS:
-                runs.append(one_run(name, seed, flags, tmp, batches[seed]))
+            for seed in seeds:
+                runs.append(one_run(name, seed, flags, tmp, batches[seed], base, steps))
                 print(f"{name} seed {seed}: held-out MLM loss {runs[-1]['evals'][-1][1]:.3f}", flush=True)
             results["ablations"][name] = dict(flag=flag, runs=runs)
-    OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
