@@ -77,7 +77,8 @@ FLIPPED = case("labels flipped (1 = IsNext)", "the labels are swapped: B is the 
                                               "label is 0; the convention is 0 = IsNext, 1 = NotNext", flip=True)
 ANY_DOC = case("random B from any document", SAME_DOC, draw="any")
 NO_SHIFT = case("other document drawn without the shift", SAME_DOC, draw="no_shift")
-NO_TRUNCATION = case("no truncation", "the input must have min(len(A) + len(B) + 3, max_len) tokens: got {n} with "
+NO_TRUNCATION = case("no truncation", "the input must have min(len(A) + len(B) + 3, max_len) tokens ([CLS] and two "
+                                      "[SEP] take 3, so A and B together keep at most max_len - 3): got {n} with "
                                       "max_len={max_len}", truncate=False)
 RARE_IS_NEXT = case("IsNext too rare", "B is the true next sentence with probability 0.5", is_next_prob=0.15)
 NO_COPY = case("truncation shortens the caller's sentences",
