@@ -2,8 +2,9 @@
 
 For each sequence length: one forward pass of attention, (B, A, T, D) with a
 padding mask, by each rung of the ladder (v1 naive, v2 products + fused
-softmax, v3 online softmax) and by torch.nn.functional.scaled_dot_product_attention
-(PyTorch chooses its kernel), on the same numbers, in one process.  Each form
+softmax, v3 online softmax, v4 tiled online softmax) and by
+torch.nn.functional.scaled_dot_product_attention (PyTorch chooses its
+kernel), on the same numbers, in one process.  Each form
 is checked against the reference (minibert.ops on the host) before it is
 timed; times are medians of --reps calls, each timed with CUDA events.
 

@@ -167,7 +167,8 @@ def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("version", ["v1 naive", "v2 products + fused softmax", "v3 online softmax"])
+@pytest.mark.parametrize("version", ["v1 naive", "v2 products + fused softmax", "v3 online softmax",
+                                     "v4 tiled online softmax"])
 def test_the_attention_ladder_matches_the_reference(dtype, version, kernels, rng):
     """Each rung of accel/cuda/ladder.py computes the reference's attention output: a padded
     sequence, a fully padded one, scores large enough that an unstable softmax overflows."""
@@ -186,11 +187,12 @@ def test_the_attention_ladder_matches_the_reference(dtype, version, kernels, rng
     _close(LADDER[version](q, k, v, None), ops.attention_forward(q, k, v, None)[0], dtype, version + ", no mask")
 
 
-def test_the_online_rung_refuses_a_head_it_cannot_hold(kernels, rng):
-    from minibert.accel.cuda.ladder import MAX_HEAD_SIZE, attention_online
-    q = rng.standard_normal((1, 1, 4, MAX_HEAD_SIZE + 1))
-    with pytest.raises(ValueError, match="head size at most"):
-        attention_online(q, q, q)
+def test_the_online_rungs_refuse_a_head_they_cannot_hold(kernels, rng):
+    from minibert.accel.cuda.ladder import MAX_HEAD_SIZE, TILED_MAX_HEAD_SIZE, attention_online, attention_tiled
+    for fn, limit in ((attention_online, MAX_HEAD_SIZE), (attention_tiled, TILED_MAX_HEAD_SIZE)):
+        q = rng.standard_normal((1, 1, 4, limit + 1))
+        with pytest.raises(ValueError, match=f"head size at most {limit}"):
+            fn(q, q, q)
 
 
 def _small_config(**kw):

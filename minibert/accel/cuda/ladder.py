@@ -23,11 +23,16 @@ v3  online softmax: one thread per query row again, but it streams over the
     old l and acc are rescaled by exp(m_old - m_new), so that at the end
     acc / l is the softmax's weighted sum exactly (Milakov and Gimelshein,
     2018, "Online normalizer calculation for softmax").  The (T, T) scores
-    never exist in memory; FlashAttention builds on this with tiles of keys
-    shared by a block of queries.
+    never exist in memory.
+v4  tiled online softmax: v3, but a block of TILE queries (one thread each)
+    loads TILE keys and values at a time into shared memory, together, and
+    every thread of the block reads them from there: each key and value is
+    read from global memory once per block instead of once per query.  This
+    is FlashAttention's idea (Dao et al., 2022) without its tensor-core
+    products.
 
-v1 and v3 are forward passes only (inference, or the lesson); the model trains
-with v2, whose weights its backward pass reads.
+v1, v3 and v4 are forward passes only (inference, or the lesson); the model
+trains with v2, whose weights its backward pass reads.
 """
 from __future__ import annotations
 
@@ -109,7 +114,54 @@ extern "C" __global__ void attention_online(const T* q, const T* k, const T* v, 
 }
 """
 
+# v4: one block of TILE threads per (head, TILE queries); keys and values staged in shared memory
+TILED = r"""
+#define TILE 32
+#define MAX_D TILED_MAX_HEAD_SIZE
+extern "C" __global__ void attention_tiled(const T* q, const T* k, const T* v, const T* bias,
+                                           const int has_bias, T* out, const int tiles_per_head,
+                                           const int A, const int Tq, const int Tk, const int D,
+                                           const T scale) {
+    __shared__ T ks[TILE * MAX_D];
+    __shared__ T vs[TILE * MAX_D];
+    const long long head = blockIdx.x / tiles_per_head;
+    const int t = (blockIdx.x % tiles_per_head) * TILE + threadIdx.x;   // this thread's query
+    const bool active = t < Tq;             // the last tile's spare threads still help to load
+    const T* qr = q + (head * Tq + (active ? t : 0)) * D;
+    const T* kh = k + head * Tk * D;
+    const T* vh = v + head * Tk * D;
+    const T* br = has_bias ? bias + (head / A) * Tk : 0;
+    T acc[MAX_D];
+    for (int d = 0; d < D; ++d) acc[d] = 0;
+    T m = neg_inf(T(0)), l = 0;
+    for (int j0 = 0; j0 < Tk; j0 += TILE) {
+        const int nj = Tk - j0 < TILE ? Tk - j0 : TILE;
+        __syncthreads();                    // everyone is done with the previous tile
+        for (int x = threadIdx.x; x < nj * D; x += blockDim.x) {
+            ks[x] = kh[j0 * D + x];
+            vs[x] = vh[j0 * D + x];
+        }
+        __syncthreads();                    // the tile is loaded
+        if (!active) continue;
+        for (int jj = 0; jj < nj; ++jj) {
+            T dot = 0;
+            for (int d = 0; d < D; ++d) dot += qr[d] * ks[jj * D + d];
+            const T z = dot * scale + (br ? br[j0 + jj] : T(0));
+            const T m_new = fmax(m, z);
+            const T rescale = exp(m - m_new);
+            const T p = exp(z - m_new);
+            l = l * rescale + p;
+            for (int d = 0; d < D; ++d) acc[d] = acc[d] * rescale + p * vs[jj * D + d];
+            m = m_new;
+        }
+    }
+    if (active)
+        for (int d = 0; d < D; ++d) out[(head * Tq + t) * D + d] = acc[d] / l;
+}
+"""
+
 THREADS = 128
+TILED_MAX_HEAD_SIZE = 64       # two tiles of 32 rows of D doubles in shared memory: 32 KiB at D = 64
 
 
 def _prepare(q, k, v, mask_bias):
@@ -156,5 +208,21 @@ def attention_online(q, k, v, mask_bias=None):
     return out
 
 
+def attention_tiled(q, k, v, mask_bias=None):
+    """v4: v3 with the keys and values of each tile shared by a block of queries."""
+    import cupy
+    if q.shape[-1] > TILED_MAX_HEAD_SIZE:
+        raise ValueError(f"attention_tiled keeps a tile of keys and values in shared memory: head size at "
+                         f"most {TILED_MAX_HEAD_SIZE}, got {q.shape[-1]}")
+    q, k, v, bias, has_bias, sizes, _ = _prepare(q, k, v, mask_bias)
+    B, A, T, _ = q.shape
+    tiles = (T + 31) // 32
+    out = cupy.empty_like(q)
+    source = TILED.replace("TILED_MAX_HEAD_SIZE", str(TILED_MAX_HEAD_SIZE))
+    kernels.kernel("attention_tiled", source, q.dtype)((B * A * tiles,), (32,),
+                                                       (q, k, v, bias, has_bias, out, np.int32(tiles), *sizes[1:]))
+    return out
+
+
 LADDER = {"v1 naive": attention_naive, "v2 products + fused softmax": attention_fused,
-          "v3 online softmax": attention_online}
+          "v3 online softmax": attention_online, "v4 tiled online softmax": attention_tiled}
