@@ -33,7 +33,7 @@ OUT = ROOT / "notebooks" / "pretrained" / "ablations.json"
 STEPS = 500          # make demo's 800 steps, 18 times, take too long on a shared 2-core CPU
 SEEDS = (0, 1, 2)
 # the second recipe: the README's WikiText-2 run with mini, cut to 1,500 steps (about 80 s a run on one
-# H100 at its measured 54 ms a step; on a 2-core CPU about an hour a run)
+# H100 at its measured 54 ms a step; on a 2-core CPU some hours a run)
 WIKITEXT2 = dict(corpus="wikitext-2", config="mini", vocab_size=8000, seq_len=128, batch_size=128, lr=2e-3,
                  dupe_factor=10, heldout_fraction=0.1, eval_instances=1024, log_every=10)
 RECIPES = {"builtin": (DEMO, STEPS, OUT),
