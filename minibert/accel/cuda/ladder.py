@@ -82,8 +82,20 @@ extern "C" __global__ void attention_naive(const T* q, const T* k, const T* v, c
 }
 """
 
+# v3 and v4 fold one key at a time into a query's running maximum m, sum l and output acc
+ONLINE_STEP = r"""
+__device__ __forceinline__ void online_step(const T z, const T* vj, const int D, T& m, T& l, T* acc) {
+    const T m_new = fmax(m, z);
+    const T rescale = exp(m - m_new);                  // 0 at the first key (m = -inf), else <= 1
+    const T p = exp(z - m_new);
+    l = l * rescale + p;
+    for (int d = 0; d < D; ++d) acc[d] = acc[d] * rescale + p * vj[d];
+    m = m_new;
+}
+"""
+
 # v3: one thread per query row, one pass over the keys, nothing written but the output
-ONLINE = r"""
+ONLINE = ONLINE_STEP + r"""
 #define MAX_D MAX_HEAD_SIZE
 extern "C" __global__ void attention_online(const T* q, const T* k, const T* v, const T* bias,
                                             const int has_bias, T* out, const long long rows,
@@ -102,21 +114,15 @@ extern "C" __global__ void attention_online(const T* q, const T* k, const T* v, 
     for (int j = 0; j < Tk; ++j) {
         T dot = 0;
         for (int d = 0; d < D; ++d) dot += qr[d] * kh[j * D + d];
-        const T z = dot * scale + (br ? br[j] : T(0));
-        const T m_new = fmax(m, z);
-        const T rescale = exp(m - m_new);              // 0 at the first key (m = -inf), else <= 1
-        const T p = exp(z - m_new);
-        l = l * rescale + p;
-        for (int d = 0; d < D; ++d) acc[d] = acc[d] * rescale + p * vh[j * D + d];
-        m = m_new;
+        online_step(dot * scale + (br ? br[j] : T(0)), vh + j * D, D, m, l, acc);
     }
     for (int d = 0; d < D; ++d) out[r * D + d] = acc[d] / l;
 }
 """
 
 # v4: one block of TILE threads per (head, TILE queries); keys and values staged in shared memory
-TILED = r"""
-#define TILE 32
+TILED = ONLINE_STEP + r"""
+#define TILE TILE_SIZE
 #define MAX_D TILED_MAX_HEAD_SIZE
 extern "C" __global__ void attention_tiled(const T* q, const T* k, const T* v, const T* bias,
                                            const int has_bias, T* out, const int tiles_per_head,
@@ -146,13 +152,7 @@ extern "C" __global__ void attention_tiled(const T* q, const T* k, const T* v, c
         for (int jj = 0; jj < nj; ++jj) {
             T dot = 0;
             for (int d = 0; d < D; ++d) dot += qr[d] * ks[jj * D + d];
-            const T z = dot * scale + (br ? br[j0 + jj] : T(0));
-            const T m_new = fmax(m, z);
-            const T rescale = exp(m - m_new);
-            const T p = exp(z - m_new);
-            l = l * rescale + p;
-            for (int d = 0; d < D; ++d) acc[d] = acc[d] * rescale + p * vs[jj * D + d];
-            m = m_new;
+            online_step(dot * scale + (br ? br[j0 + jj] : T(0)), vs + jj * D, D, m, l, acc);
         }
     }
     if (active)
@@ -160,12 +160,14 @@ extern "C" __global__ void attention_tiled(const T* q, const T* k, const T* v, c
 }
 """
 
-THREADS = 128
+THREADS = 128                  # v1 and v3: threads per block, one query row each
+TILE = 32                      # v4: queries per block, and keys per tile
 TILED_MAX_HEAD_SIZE = 64       # two tiles of 32 rows of D doubles in shared memory: 32 KiB at D = 64
 
 
 def _prepare(q, k, v, mask_bias):
-    """Contiguous q, k, v, the (B, Tk) bias (or a dummy) and the launch's sizes."""
+    """Contiguous q, k, v, the (B, Tk) bias (or a dummy), and the sizes every rung takes last:
+    (A, Tq, Tk, D, scale)."""
     import cupy
     check_attention(q, k, v)
     q, k, v = (cupy.ascontiguousarray(a) for a in (q, k, v))
@@ -173,20 +175,25 @@ def _prepare(q, k, v, mask_bias):
     Tk = k.shape[-2]
     has_bias = mask_bias is not None
     bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=q.dtype) if has_bias else kernels.dummy(q.dtype)
-    rows = B * A * T
-    t = q.dtype.type
-    sizes = (np.int64(rows), np.int32(A), np.int32(T), np.int32(Tk), np.int32(D), t(1.0 / math.sqrt(D)))
-    return q, k, v, bias, np.int32(has_bias), sizes, ((rows + THREADS - 1) // THREADS,)
+    sizes = (np.int32(A), np.int32(T), np.int32(Tk), np.int32(D), q.dtype.type(1.0 / math.sqrt(D)))
+    return q, k, v, bias, np.int32(has_bias), sizes
+
+
+def _rows(q):
+    """One thread per query row: the row count and a grid of THREADS-thread blocks covering it."""
+    rows = q.shape[0] * q.shape[1] * q.shape[2]
+    return np.int64(rows), ((rows + THREADS - 1) // THREADS,)
 
 
 def attention_naive(q, k, v, mask_bias=None):
     """v1: scores to a scratch row per query, read back twice."""
     import cupy
-    q, k, v, bias, has_bias, sizes, grid = _prepare(q, k, v, mask_bias)
+    q, k, v, bias, has_bias, sizes = _prepare(q, k, v, mask_bias)
+    rows, grid = _rows(q)
     out = cupy.empty_like(q)
-    scratch = cupy.empty((q.shape[0] * q.shape[1] * q.shape[2], k.shape[-2]), dtype=q.dtype)
+    scratch = cupy.empty((int(rows), k.shape[-2]), dtype=q.dtype)
     kernels.kernel("attention_naive", NAIVE, q.dtype)(grid, (THREADS,), (q, k, v, bias, has_bias, scratch, out,
-                                                                         *sizes))
+                                                                         rows, *sizes))
     return out
 
 
@@ -201,10 +208,12 @@ def attention_online(q, k, v, mask_bias=None):
     if q.shape[-1] > MAX_HEAD_SIZE:
         raise ValueError(f"attention_online keeps a head's output in registers: head size at most "
                          f"{MAX_HEAD_SIZE}, got {q.shape[-1]}")
-    q, k, v, bias, has_bias, sizes, grid = _prepare(q, k, v, mask_bias)
+    q, k, v, bias, has_bias, sizes = _prepare(q, k, v, mask_bias)
+    rows, grid = _rows(q)
     out = cupy.empty_like(q)
     source = ONLINE.replace("MAX_HEAD_SIZE", str(MAX_HEAD_SIZE))
-    kernels.kernel("attention_online", source, q.dtype)(grid, (THREADS,), (q, k, v, bias, has_bias, out, *sizes))
+    kernels.kernel("attention_online", source, q.dtype)(grid, (THREADS,), (q, k, v, bias, has_bias, out, rows,
+                                                                           *sizes))
     return out
 
 
@@ -214,13 +223,13 @@ def attention_tiled(q, k, v, mask_bias=None):
     if q.shape[-1] > TILED_MAX_HEAD_SIZE:
         raise ValueError(f"attention_tiled keeps a tile of keys and values in shared memory: head size at "
                          f"most {TILED_MAX_HEAD_SIZE}, got {q.shape[-1]}")
-    q, k, v, bias, has_bias, sizes, _ = _prepare(q, k, v, mask_bias)
+    q, k, v, bias, has_bias, sizes = _prepare(q, k, v, mask_bias)
     B, A, T, _ = q.shape
-    tiles = (T + 31) // 32
+    tiles = (T + TILE - 1) // TILE
     out = cupy.empty_like(q)
-    source = TILED.replace("TILED_MAX_HEAD_SIZE", str(TILED_MAX_HEAD_SIZE))
-    kernels.kernel("attention_tiled", source, q.dtype)((B * A * tiles,), (32,),
-                                                       (q, k, v, bias, has_bias, out, np.int32(tiles), *sizes[1:]))
+    source = TILED.replace("TILED_MAX_HEAD_SIZE", str(TILED_MAX_HEAD_SIZE)).replace("TILE_SIZE", str(TILE))
+    kernels.kernel("attention_tiled", source, q.dtype)((B * A * tiles,), (TILE,),
+                                                       (q, k, v, bias, has_bias, out, np.int32(tiles), *sizes))
     return out
 
 
