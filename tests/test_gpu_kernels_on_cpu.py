@@ -219,24 +219,29 @@ def test_adamw_kernel_matches_the_reference(dtype, bias_correction, kernels, rng
 
 
 # ------------------------------------------------------------------ the model on them
+def _three_steps(path, dtype, batch, reseed):
+    """(losses, weights) after three training steps with dropout on, on ops ``path``;
+    ``reseed(model, step)`` sets the step's dropout stream."""
+    from minibert.optim import AdamW
+    m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+                              seed=3, dtype=dtype, kernels=path)
+    opt = AdamW(m.params, lr=1e-3)
+    losses = []
+    for step in range(3):
+        reseed(m, step)
+        losses.append(float(m.forward(**batch, train=True).loss))
+        m.backward()
+        opt.step()
+    return losses, m.params.data.copy()
+
+
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
 def test_training_steps_through_the_kernels_follow_the_reference(dtype, tol, kernels, rng):
     """Three steps with dropout on: the same losses and weights, the same dropout masks."""
-    from minibert.optim import AdamW
     batch = padded_batch(rng, 301)
     batch["attention_mask"][2] = 0      # a fully padded sequence as well
-    runs = []
-    for path in (accel.cuda, "reference"):
-        m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-                                  seed=3, dtype=dtype, kernels=path)
-        opt = AdamW(m.params, lr=1e-3)
-        losses = []
-        for step in range(3):
-            m.seed_dropout((0, step))
-            losses.append(float(m.forward(**batch, train=True).loss))
-            m.backward()
-            opt.step()
-        runs.append((losses, m.params.data.copy()))
+    runs = [_three_steps(path, dtype, batch, lambda m, step: m.seed_dropout((0, step)))
+            for path in (accel.cuda, "reference")]
     assert set(KERNEL_FUNCTIONS) <= set(kernels)
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=tol)
     _close(runs[0][1], runs[1][1], "float32" if dtype == "float32" else "float64", "weights")
@@ -276,20 +281,11 @@ def test_training_steps_with_counter_dropout_follow_the_reference(dtype, tol, ke
     """A GPU model's dropout (counter-based, seed_dropout on CuPy) through the kernels and through the
     reference ops: the same losses and weights over three steps."""
     from minibert.accel.counter_rng import CounterUniform
-    from minibert.optim import AdamW
+
+    def counter_stream(m, step):        # what seed_dropout makes on CuPy
+        m._uniform = CounterUniform(1000 + step, np, m.dtype)
     batch = padded_batch(rng, 301)
-    runs = []
-    for path in (accel.cuda, "reference"):
-        m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-                                  seed=3, dtype=dtype, kernels=path)
-        opt = AdamW(m.params, lr=1e-3)
-        losses = []
-        for step in range(3):
-            m._uniform = CounterUniform(1000 + step, np, m.dtype)    # what seed_dropout makes on CuPy
-            losses.append(float(m.forward(**batch, train=True).loss))
-            m.backward()
-            opt.step()
-        runs.append((losses, m.params.data.copy()))
+    runs = [_three_steps(path, dtype, batch, counter_stream) for path in (accel.cuda, "reference")]
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=tol)
     _close(runs[0][1], runs[1][1], dtype, "weights")
 
