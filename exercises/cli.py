@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 from . import EXERCISES
 from .grade import add_grade_parser, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
-from .student_notebooks import exercise_cells, make_student_notebooks
+from .student_notebooks import make_student_notebooks
 from .worker import import_message, source_module
 
 HERE = Path(__file__).resolve().parent
@@ -107,8 +106,7 @@ def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
     print(f"student version written to {dest}", file=out)
     print(f"  (left out: {', '.join(INSTRUCTOR_ONLY)})", file=out)
     if NOTEBOOKS.is_dir():
-        written = make_student_notebooks(NOTEBOOKS, books)
-        cells = sum(len(exercise_cells(json.loads(p.read_text(encoding="utf-8")))) for p in written)
+        written, cells = make_student_notebooks(NOTEBOOKS, books)
         print(f"notebooks written to {books}: {len(written)} notebooks, {cells} exercise cells as stubs", file=out)
         for data in NOTEBOOK_DATA:
             if data.is_dir():

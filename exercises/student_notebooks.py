@@ -5,9 +5,7 @@ runs them.  An exercise is two code cells, marked with cell tags:
 
 * ``solution``: the functions the student writes, solved.  In the student
   copy each top-level function keeps its signature and docstring and its body
-  becomes ``raise NotImplementedError``, unless the cell's metadata gives a
-  stub of its own (``metadata["exercise"]["stub"]``, for a cell that is not a
-  list of functions);
+  becomes ``raise NotImplementedError``; other top-level lines (imports) stay;
 * ``check``: the call to ``exercises.notebook.check`` that judges them; in the
   student copy its output is cleared.
 
@@ -35,9 +33,6 @@ def source(cell) -> str:
 
 def stub_of(cell) -> str:
     """The student's version of a solution cell: each function's signature and docstring, then TODO."""
-    own = cell.get("metadata", {}).get("exercise", {}).get("stub")
-    if own is not None:
-        return "".join(own) if isinstance(own, list) else own
     text = source(cell)
     lines = text.splitlines()
     tree = ast.parse(text)
@@ -94,12 +89,15 @@ def solutions_put_back(student, original) -> dict:
     return nb
 
 
-def make_student_notebooks(src: Path, dest: Path) -> list[Path]:
-    """Copy the notebooks folder ``src`` to ``dest``, every notebook as its student copy; return the notebooks."""
+def make_student_notebooks(src: Path, dest: Path) -> tuple[list[Path], int]:
+    """Copy the notebooks folder ``src`` to ``dest``, every notebook as its student copy.
+
+    Returns the notebooks written and how many exercise cells they hold."""
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
-    written = []
+    written, exercises = [], 0
     for path in sorted(dest.glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
+        exercises += len(exercise_cells(nb))
         path.write_text(json.dumps(student_notebook(nb), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(path)
-    return written
+    return written, exercises
