@@ -28,8 +28,7 @@ def reference(pooled, W, b, labels):
     """minibert's loss and probabilities for the head."""
     logits, _ = L.linear_forward(pooled, W, b)
     loss, _ = L.softmax_cross_entropy_forward(logits, labels)
-    z = logits - logits.max(axis=1, keepdims=True)
-    return float(loss), np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    return float(loss), L.softmax_forward(logits)[0]
 
 
 def check(r: Report) -> None:
