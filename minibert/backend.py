@@ -44,6 +44,17 @@ def is_cupy(xp) -> bool:
     return xp.__name__ == "cupy"
 
 
+def on_host(x) -> bool:
+    """True for a number or a NumPy array, which the host reads for free; False for a value on a
+    device (a CuPy array), whose reading waits for the GPU to finish all it was given."""
+    return isinstance(x, (bool, int, float, np.generic)) or type(x) is np.ndarray
+
+
+def host_number(x):
+    """``x`` (a number, or a 0-d array anywhere) as a Python number: a read where it is on a device."""
+    return x if isinstance(x, (bool, int, float)) else x.item()
+
+
 def to_numpy(a):
     """Copy an array (NumPy or CuPy) to a NumPy array on the host."""
     if hasattr(a, "get"):

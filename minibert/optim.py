@@ -22,6 +22,8 @@ import numbers
 
 import numpy as np
 
+from .backend import on_host
+from .ops.common import get_array_module
 
 
 def _is_number(x) -> bool:
@@ -66,16 +68,33 @@ class AdamW:
         xp = store.xp
         self.m = xp.zeros_like(store.data)     # first moment
         self.v = xp.zeros_like(store.data)     # second moment
-        self.t = 0
+        self._t = 0                            # steps taken: an int, or a 0-d array on the GPU
 
-    def step(self, lr=None):
-        """One update from ``store.grad``; ``lr`` overrides the constant rate (for schedules)."""
+    def step(self, lr=None, take=None):
+        """One update from ``store.grad``; ``lr`` overrides the constant rate (for schedules).
+
+        ``take``: None, or the loss scaler's decision (``LossScaler.update``): False for a step
+        not to take, in which nothing changes, the step count included.  On a GPU the decision is
+        a 0-d bool array and stays there: the step count moves to the device, and with it the
+        bias correction, so that the host never waits to read it (``t`` reads it back).
+        """
         lr = self.lr if lr is None else _check_lr(lr)
         b1, b2 = self.betas
-        self.t += 1
+        go = None
+        if take is not None and on_host(take):          # the host reads its own flag for free
+            if not take:
+                return
+        elif take is not None:
+            go = take
+            self._t = self._t + go                      # a 0-d int array on the device from now on
+        if go is None:
+            self._t += 1
+        t = self._t
         if self.bias_correction:
-            step_size = lr / (1.0 - b1 ** self.t)
-            root_c2 = math.sqrt(1.0 - b2 ** self.t)
+            # the same two numbers from a host int or a device count
+            sqrt = math.sqrt if isinstance(t, int) else self.store.xp.sqrt
+            step_size = lr / (1.0 - b1 ** t)
+            root_c2 = sqrt(1.0 - b2 ** t)
         else:
             step_size, root_c2 = lr, 1.0
         # decoupled weight decay p <- p (1 - lr wd), on the first n_decay entries only
@@ -83,7 +102,16 @@ class AdamW:
         n_decay = self.store.decay_size if self.weight_decay else 0
         # the update rule of ops/adamw.py, or the fused kernel of the model's set of ops
         self.store.ops.adamw_update(self.store.data, self.store.grad, self.m, self.v,
-                                    b1, b2, step_size, root_c2, self.eps, decay, n_decay)
+                                    b1, b2, step_size, root_c2, self.eps, decay, n_decay, go)
+
+    @property
+    def t(self) -> int:
+        """Steps taken (read back from the device where skipped steps were decided there)."""
+        return self._t if isinstance(self._t, int) else int(self._t)
+
+    @t.setter
+    def t(self, value) -> None:
+        self._t = int(value)
 
     def state_dict(self) -> dict:
         return {"m": self.m, "v": self.v, "t": self.t}
@@ -159,8 +187,22 @@ class LossScaler:
         self.growth_interval = int(growth_interval)
         self.good_steps = 0   # finite steps since the scale last changed
 
-    def update(self, finite: bool) -> bool:
-        """Record whether this step's gradients were finite; True when the step may be taken."""
+    def update(self, finite) -> bool:
+        """Record whether this step's gradients were finite; True when the step may be taken.
+
+        ``finite`` may be a 0-d bool array on the GPU: then the same rule runs there, the scale and
+        the count stay there, and the answer is that array (for ``AdamW.step(take=answer)``), so
+        that a step never waits to read it.  ``state_dict`` reads them back.
+        """
+        if not on_host(finite):
+            xp = get_array_module(finite)
+            good = xp.where(finite, self.good_steps + 1, 0)
+            grow = good >= self.growth_interval
+            factor = xp.where(finite, xp.where(grow, self.growth_factor, 1.0), self.backoff_factor)
+            self.scale = self.scale * factor
+            self.good_steps = xp.where(grow, 0, good)
+            return finite
+        self.scale, self.good_steps = float(self.scale), int(self.good_steps)
         if not finite:
             self.scale *= self.backoff_factor
             self.good_steps = 0
@@ -172,7 +214,7 @@ class LossScaler:
         return True
 
     def state_dict(self) -> dict:
-        return {"scale": self.scale, "good_steps": self.good_steps}
+        return {"scale": float(self.scale), "good_steps": int(self.good_steps)}
 
     def load_state_dict(self, state) -> None:
         if not hasattr(state, "keys") or any(k not in state for k in ("scale", "good_steps")):
@@ -211,18 +253,28 @@ def linear_warmup_decay(step, total_steps, warmup_steps):
     return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
 
-def clip_grad_norm(store, max_norm=1.0):
+def clip_grad_norm(store, max_norm=1.0, on_device=False):
     """Scale all gradients so that their global L2 norm is at most ``max_norm``.
 
     Returns the norm before clipping (inf or NaN if a gradient is).  The
     scale max_norm / (norm + 1e-6), capped at 1, is the one PyTorch's
     ``clip_grad_norm_`` uses.  ``max_norm=None`` only measures the norm.
+
+    ``on_device=True``: gradients on a GPU are scaled there by the capped
+    factor (1 or less) without reading the norm, which is returned as a 0-d
+    array on the device: a step need not wait for it.  (On the CPU, as without.)
     """
     if max_norm is not None:
         _require_real("max_norm", max_norm, lambda x: 0 < x < math.inf,
                       "a positive finite number (or None: no clipping)")
     xp = store.xp
-    norm = float(xp.sqrt(xp.dot(store.grad, store.grad)))
+    norm = xp.sqrt(xp.dot(store.grad, store.grad))
+    if on_device and not on_host(norm):
+        if max_norm is not None:
+            coef = xp.minimum(max_norm / (norm + 1e-6), 1.0)
+            store.grad *= coef.astype(store.grad.dtype)
+        return norm
+    norm = float(norm)
     if max_norm is None:
         return norm
     coef = max_norm / (norm + 1e-6)

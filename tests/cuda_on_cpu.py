@@ -314,7 +314,8 @@ class ElementwiseKernel:
             raise TypeError(f"{self.name} takes {n_in} or {n_in + n_out} arguments, got {len(args)}")
         tmap = self._resolve(args)
         ctype = lambda t: _EK_CTYPES.get(t) or tmap[t]
-        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        # a 0-d input array (a number left on the device) is broadcast, as CuPy does; nothing else is
+        arrays = [a for k, a in enumerate(args) if isinstance(a, np.ndarray) and (a.ndim or k >= n_in)]
         shape = arrays[0].shape if arrays else ()
         if any(a.shape != shape for a in arrays):
             raise NotImplementedError(f"{self.name}: the CPU stand-in does not broadcast "
@@ -332,7 +333,7 @@ class ElementwiseKernel:
         for k, ((t, pname), a) in enumerate(zip(self.ins + self.outs, args)):
             c = ctype(t)
             out = k >= n_in
-            if isinstance(a, np.ndarray):
+            if isinstance(a, np.ndarray) and (a.ndim or out):
                 if out and not a.flags.c_contiguous:
                     raise NotImplementedError(f"{self.name}: output {pname} is not C-contiguous")
                 a = np.ascontiguousarray(a)

@@ -177,6 +177,17 @@ def _check_adamw(ns, xp, dtype, rng):
                    n_decay if wd else 0)
         ns.adamw_update(got[0], g, got[1], got[2], *scalars)
         ops.adamw_update(want[0], g, want[1], want[2], *scalars)
+    # a step the loss scaler skips (go = 0, on the GPU a flag there) changes nothing, whatever g holds
+    before = [x.copy() for x in got]
+    go = xp.zeros((), dtype=dtype) if ns is accel_cuda else False
+    ns.adamw_update(got[0], g * np.nan, got[1], got[2], *scalars, go=go)
+    for name, a, b in zip("pmv", got, before):
+        np.testing.assert_array_equal(_to_np(a), _to_np(b), err_msg=f"adamw {name} after a skipped step")
+    if ns is accel_cuda:     # the bias correction computed on the device: 0-d arrays (float64) in
+        s = list(scalars)
+        s[2], s[3] = xp.asarray(s[2]), xp.asarray(s[3])
+        ns.adamw_update(got[0], g, got[1], got[2], *s, go=xp.ones((), dtype=dtype))
+        ops.adamw_update(want[0], g, want[1], want[2], *scalars)
     exact = ns is accel_cpu                  # the CPU blocks repeat the reference's operations
     for name, a, b in zip("pmv", got, want):
         if exact:

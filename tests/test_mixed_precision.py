@@ -198,7 +198,11 @@ def test_overflowing_steps_are_skipped_and_the_scale_comes_down(corpus_file, tmp
     monkeypatch.setattr(T, "LossScaler", functools.partial(LossScaler, init_scale=2.0 ** 40))
     seen = []
     real_step = AdamW.step
-    monkeypatch.setattr(AdamW, "step", lambda self, lr=None: (seen.append(1), real_step(self, lr)))
+    def step(self, lr=None, take=None):       # the steps taken: the scaler said yes
+        if take is None or take:
+            seen.append(1)
+        real_step(self, lr, take)
+    monkeypatch.setattr(AdamW, "step", step)
     pretrain(small_args(corpus_file, tmp_path, mixed_precision=True, steps=30, warmup=0), log=lambda *a: None)
     rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
     skipped = sum(r["skipped_steps"] for r in rows)
@@ -211,7 +215,7 @@ def test_overflowing_steps_are_skipped_and_the_scale_comes_down(corpus_file, tmp
 def test_a_run_whose_gradients_overflow_at_any_scale_stops_with_a_clear_error(corpus_file, tmp_path, monkeypatch):
     import minibert.train.loop as T   # where pretrain looks these names up
     monkeypatch.setattr(T, "LossScaler", functools.partial(LossScaler, init_scale=4.0))
-    monkeypatch.setattr(T, "clip_grad_norm", lambda store, max_norm: float("inf"))
+    monkeypatch.setattr(T, "clip_grad_norm", lambda store, max_norm, on_device=False: float("inf"))
     with pytest.raises(TrainingError, match="overflow float16 even at loss scale 1"):
         pretrain(small_args(corpus_file, tmp_path, mixed_precision=True), log=lambda *a: None)
 

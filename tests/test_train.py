@@ -354,8 +354,8 @@ def test_accumulation_averages_the_micro_batch_gradients(corpus_file, tmp_path, 
     from minibert.train import prepare_data
     seen = []
     real_step = AdamW.step
-    monkeypatch.setattr(AdamW, "step", lambda self, lr=None: (seen.append(self.store.grad.copy()),
-                                                              real_step(self, lr)))
+    monkeypatch.setattr(AdamW, "step", lambda self, lr=None, **kw: (seen.append(self.store.grad.copy()),
+                                                                    real_step(self, lr, **kw)))
     args = small_args(corpus_file, tmp_path / "run", accum=3, steps=2, warmup=1, max_grad_norm=0.0, dropout=0.0,
                       mixed_precision=mixed)
     result = pretrain(args, log=lambda *a: None)

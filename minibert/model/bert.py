@@ -308,8 +308,8 @@ class BertForPreTraining(BertModel):
         ids, types, mask = prepare_inputs(self.xp, self.config, input_ids, token_type_ids, attention_mask)
         labels = check_labels(self.xp, self.config, mlm_labels, nsp_labels, ids.shape)
         h, pooled, caches = self._encode(ids, types, mask, train)
-        (mlm_logits, nsp_logits, positions), caches["heads"] = heads_forward(self.ops, h, pooled, self.heads,
-                                                                             self.config, labels["mlm"])
+        (mlm_logits, nsp_logits, positions), caches["heads"] = heads_forward(
+            self.ops, h, pooled, self.heads, self.config, labels["mlm"], labels["positions"])
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits, mlm_positions=positions,
                                 nsp_targets=labels["nsp"])
         losses = []

@@ -44,16 +44,17 @@ def head_weights(store, half=False) -> HeadWeights:
                        nsp=linear_weights(store, NSP, half))
 
 
-def heads_forward(ops, h, pooled, w: HeadWeights, config, mlm_labels):
+def heads_forward(ops, h, pooled, w: HeadWeights, config, mlm_labels, positions=None):
     """h: (B, T, H); pooled: (B, H)  ->  (mlm_logits, nsp_logits, positions), cache.
 
     With ``mlm_labels`` (B, T) the MLM head runs at the N labelled positions
-    only (``positions``: their flat indices b*T + t) and mlm_logits is (N, V);
-    without, at every position: (B, T, V).
+    only (``positions``: their flat indices b*T + t, found here unless given)
+    and mlm_logits is (N, V); without, at every position: (B, T, V).
     """
     B, T, H = h.shape
     if mlm_labels is not None:
-        positions = get_array_module(h).flatnonzero(mlm_labels.reshape(-1) != IGNORE_INDEX)
+        if positions is None:
+            positions = get_array_module(h).flatnonzero(mlm_labels.reshape(-1) != IGNORE_INDEX)
         hm = h.reshape(B * T, H)[positions]                                 # (N, H)
     else:
         positions, hm = None, h

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import resolve_dtype, to_numpy
+from ..backend import on_host, resolve_dtype, to_numpy
 from ..checks import is_int, is_number
+from ..ops.common import get_array_module
 from ..constants import IGNORE_INDEX
 
 
@@ -48,7 +49,10 @@ def check_flag(name, value, what="True or False"):
 
 
 def check_loss_scale(loss_scale):
-    """A ``ValueError`` unless ``loss_scale`` is a positive finite number."""
+    """A ``ValueError`` unless ``loss_scale`` is a positive finite number, or a 0-d array on a
+    device (a GPU's ``LossScaler`` keeps its scale there: reading it to check would stall the step)."""
+    if not on_host(loss_scale) and getattr(loss_scale, "shape", None) == ():
+        return
     if not is_number(loss_scale) or not (0 < loss_scale < float("inf")):
         raise ValueError(f"loss_scale must be a positive finite number, got {loss_scale!r}")
 
@@ -85,7 +89,14 @@ def check_ids(xp, config, name, value, shape=None, upper=None, allowed=None):
     ``shape``: the shape it must have (that of input_ids), or None for input_ids
     itself (2-D, at most ``config.max_position_embeddings`` long); ``upper``: the
     values must be in [0, upper); ``allowed``: or among these values.
+    A host array is checked on the host, before it is copied: a GPU step never waits for the checks.
     """
+    value = int_array(config, name, value, shape, upper, allowed)
+    return None if value is None else xp.asarray(value, dtype=xp.int64)
+
+
+def int_array(config, name, value, shape=None, upper=None, allowed=None):
+    """``check_ids``'s checks on ``value``, which stays where it is (a list becomes a NumPy array)."""
     if value is None:
         return None
     value = untorch(value)
@@ -124,12 +135,12 @@ def check_ids(xp, config, name, value, shape=None, upper=None, allowed=None):
     if value.size:
         lo, hi = int(value.min()), int(value.max())
         if allowed is not None:
-            bad = set(to_numpy(xp.unique(xp.asarray(value))).tolist()) - set(allowed)
+            bad = set(to_numpy(get_array_module(value).unique(value)).tolist()) - set(allowed)
             if bad:
                 raise ValueError(f"{name} may only hold {sorted(allowed)}, found {sorted(bad)[:5]}")
         elif upper is not None and (lo < 0 or hi >= upper):
             raise ValueError(f"{name} must be in [0, {upper}), found values from {lo} to {hi}")
-    return xp.asarray(value, dtype=xp.int64)
+    return value
 
 
 def prepare_inputs(xp, config, input_ids, token_type_ids, attention_mask):
@@ -150,16 +161,20 @@ def prepare_inputs(xp, config, input_ids, token_type_ids, attention_mask):
 
 
 def check_labels(xp, config, mlm_labels, nsp_labels, shape):
-    """{"mlm": (B, T) int64 or None, "nsp": (B,) int64 or None}, checked against the batch ``shape``."""
+    """{"mlm": (B, T) int64 or None, "nsp": (B,) int64 or None, "positions": (N,) or None}, checked
+    against the batch ``shape``.  "positions" are the flat indices of the labelled tokens, found on
+    the host when the labels come from there (None otherwise: the model finds them)."""
     V = config.vocab_size
-    out = {"mlm": None, "nsp": None}
+    out = {"mlm": None, "nsp": None, "positions": None}
     if mlm_labels is not None:
-        m = check_ids(xp, config, "mlm_labels", mlm_labels, shape)  # range checked below (-100 allowed)
+        m = int_array(config, "mlm_labels", mlm_labels, shape)  # range checked below (-100 allowed)
         bad = (m != IGNORE_INDEX) & ((m < 0) | (m >= V))
         if m.size and bool(bad.any()):
             raise ValueError(f"mlm_labels must be -100 (ignored) or a token id in [0, {V}), "
                              f"found {int(m[bad][0])}")
-        out["mlm"] = m
+        if on_host(m):
+            out["positions"] = xp.asarray(np.flatnonzero(m.reshape(-1) != IGNORE_INDEX))
+        out["mlm"] = xp.asarray(m, dtype=xp.int64)
     if nsp_labels is not None:
         n = untorch(nsp_labels)
         if isinstance(n, (list, tuple)):

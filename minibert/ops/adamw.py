@@ -8,7 +8,7 @@ from __future__ import annotations
 from .common import get_array_module
 
 
-def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
+def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go=None):
     """One AdamW update of the flat buffers, in place: parameters p, gradients g, moments m and v.
 
     step_size = lr / (1 - b1^t) and root_c2 = sqrt(1 - b2^t) carry the bias
@@ -18,7 +18,10 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
         p <- p * decay - lr * m_hat / (sqrt(v_hat) + eps)
     The fast sets of ops run a fused version of these same lines
     (``accel/cpu/adamw.py``, ``accel/cuda/``).
+    ``go``: None, or a flag that is 0 for a step the loss scaler skips: then nothing changes.
     """
+    if go is not None and not go:
+        return
     xp = get_array_module(p)
     p[:n_decay] *= decay                         # decoupled weight decay, weights only
     m[...] = b1 * m + (1.0 - b1) * g             # first moment: running mean of g

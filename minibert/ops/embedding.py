@@ -1,8 +1,7 @@
 """The embedding lookup: a row of a table per token id."""
 from __future__ import annotations
 
-import numpy as np
-
+from ..backend import on_host
 from .common import get_array_module, require
 
 
@@ -11,7 +10,7 @@ def embedding_forward(ids, W):
 
     ids: (B, T) int; W: (V, H)  ->  out: (B, T, H); cache (ids, W.shape)
     """
-    if isinstance(ids, np.ndarray) and ids.size:     # (on a GPU the check would wait for the device)
+    if on_host(ids) and ids.size:     # (on a GPU the check would wait for the device)
         require(ids.dtype.kind in "iu" and 0 <= ids.min() and ids.max() < W.shape[0],
                 f"embedding_forward: ids must be ints in [0, {W.shape[0]}) (the rows of W), "
                 f"got {ids.dtype} from {ids.min()} to {ids.max()}")

@@ -14,7 +14,7 @@ class CrossEntropyCache(NamedTuple):
     log_sum: object    # (N, 1) log sum exp(logits - row_max)
     safe: object       # (N,) the labels, 0 on ignored rows
     valid: object      # (N,) bool, False on ignored rows
-    denom: int         # number of valid rows (at least 1)
+    denom: object      # number of valid rows (at least 1): an int, or a 0-d array on the GPU
 
 
 def check_cross_entropy(logits, labels) -> None:
@@ -31,15 +31,19 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
     With no labelled row the loss is 0 (and so is its gradient).
     """
     check_cross_entropy(logits, labels)
-    xp = get_array_module(logits)
     valid = labels != ignore_index
     n_valid = int(valid.sum())
+    return mean_nll(logits, labels, valid, max(n_valid, 1))
+
+
+def mean_nll(logits, labels, valid, denom):
+    """The sum of -log p(label) over the ``valid`` rows divided by ``denom``, and the cache."""
+    xp = get_array_module(logits)
     safe = xp.where(valid, labels, 0)
     row_max = logits.max(axis=-1, keepdims=True)
     z = logits - row_max
     log_sum = xp.log(xp.exp(z).sum(axis=-1, keepdims=True))
     picked = (xp.take_along_axis(z, safe[:, None], axis=-1) - log_sum)[:, 0]   # log p of each label
-    denom = max(n_valid, 1)
     loss = -(picked * valid).sum() / denom
     return loss, CrossEntropyCache(logits, row_max, log_sum, safe, valid, denom)
 

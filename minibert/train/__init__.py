@@ -12,6 +12,12 @@
 4. the end: a last checkpoint, the model in Hugging Face's format with its
    ``vocab.txt``, ``metrics.jsonl`` and a loss-curve picture.
 
+On a GPU a step never waits for it: the step's losses and counts, the gradient
+norm, the loss scaler's decision and whether the run has diverged all stay on
+the device, and the host reads them only on the steps that log, evaluate or
+save (``health.Health`` then names the step where a run went wrong).  The host
+checks each batch before copying it, and finds the labelled positions there.
+
 Reproducible: one seed fixes the initial weights, the instances, the batch
 order, every mask and every dropout mask (re-seeded from (seed, step) at each
 step), so a run resumed from a checkpoint continues exactly as if it had
@@ -19,7 +25,8 @@ never stopped.
 
 The package, by job: ``args`` (the settings and their checks), ``data`` (the
 corpus, the vocabulary, the stream of masked batches), ``loop`` (``pretrain``
-and ``train_step``), ``metrics`` (what is measured, ``metrics.jsonl``),
+and ``train_step``), ``health`` (has the run diverged?), ``metrics`` (what is
+measured, ``metrics.jsonl``),
 ``checkpoints`` (saving and restoring a run), ``dist`` and ``nccl`` (several
 processes training one model), ``run_folder`` (the run's
 folder: lock, fresh start, history, export), ``run_facts`` (what ``run.json``

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,11 +12,13 @@ from .checkpoint_files import checkpoint_step, latest_checkpoint, remove_partial
 from ..model.config import BertConfig
 from ..model.bert import BertForPreTraining
 from ..model.hf_io import PRE_LN_EXPORT
+from ..backend import on_host
 from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
 from .errors import DISK_FULL, AgreedError, TrainingError, os_error_in, replaced, writes
+from .health import Health
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, token_counts,
                       unigram_baseline, unknown_share)
 from .plot import plot_history
@@ -108,6 +109,10 @@ class Run:
     window: dict | None            # the restored sums since the last train record
     comm: object                   # the data-parallel ranks (dist.py); one process: Single
     metrics: MetricsLog            # metrics.jsonl and the sums of the steps since its last train record
+    health: Health = None          # whether a step went wrong (on a GPU, read at the next log)
+
+    def __post_init__(self):
+        self.health = Health(self.comm, lambda: self.last_ckpt)
 
     def record_eval(self) -> None:
         result = evaluate(self.model, self.eval_batches, self.comm)
@@ -188,47 +193,41 @@ def train_step(run: Run, lr: float) -> None:
         sums = add(sums, batch_stats(out, mine))
     comm.allreduce_grads(model.params.grad)        # the ranks' gradients summed: the global batch's
     sums = comm.reduce_step(sums)                  # and the step's metrics
-    if args.accum > 1 or loss_scale != 1.0:
+    if args.accum > 1 or scaler is not None:
         # the mean over micro-batches, and the loss scale taken out again
-        model.params.grad *= 1.0 / (args.accum * loss_scale)
-    grad_norm = clip_grad_norm(model.params, args.max_grad_norm or None)
-    overflow = not math.isfinite(grad_norm)
-    _stop_if_diverged(run, summarize(sums)["loss"], grad_norm, overflow)
-    if scaler is None or scaler.update(not overflow):
+        unscale = 1.0 / (args.accum * loss_scale)
+        model.params.grad *= unscale if on_host(unscale) else unscale.astype(model.params.grad.dtype)
+    # on a GPU the norm, the verdicts and the loss scale stay there: no step waits to read them
+    grad_norm = clip_grad_norm(model.params, args.max_grad_norm or None, on_device=True)
+    finite = model.xp.isfinite(grad_norm)
+    run.health.watch(run.step + 1, summarize(sums)["loss"], grad_norm, finite, loss_scale if scaler else None)
+    if scaler is None:
         run.opt.step(lr)
-    elif scaler.scale < 1.0:
-        # the float16 gradients overflow even unscaled: not an accident of the scale
-        # (the gradients and the loss are the global ones: every rank of a data-parallel run stops here)
-        raise comm.agreed(TrainingError(
-            f"step {run.step + 1}: the gradients overflow float16 even at loss scale {loss_scale:g}; stopped "
-            f"without saving. Last good checkpoint: {run.last_ckpt or 'none'}. Try a lower --lr, or train "
-            f"without --mixed-precision."))
+    else:
+        run.opt.step(lr, take=scaler.update(finite))    # not taken where the gradients overflowed
     run.step += 1
-    run.metrics.add_step(sums, grad_norm, overflow)
-
-
-def _stop_if_diverged(run: Run, loss: float, grad_norm: float, overflow: bool) -> None:
-    """A NaN or infinite loss (or, without loss scaling, gradient) ends the run."""
-    if not math.isfinite(loss) or (overflow and run.scaler is None):
-        raise run.comm.agreed(TrainingError(f"step {run.step + 1}: the loss is {loss} (gradient norm "
-                                   f"{grad_norm}); stopped without saving. Last good checkpoint: "
-                                   f"{run.last_ckpt or 'none'}. Try a lower --lr."))
+    run.metrics.add_step(sums, grad_norm, finite)
 
 
 def _log_evaluate_save(run: Run, lr: float, bar, save: bool) -> None:
     """After a step: the train record on log steps, the held-out evaluation, the checkpoint."""
     args, step = run.args, run.step
+    log = step % args.log_every == 0 or step == args.steps
+    evaluate = step % args.eval_every == 0 or step == args.steps
+    save = save or step % args.save_every == 0
+    if log or evaluate or save:      # the host reads the step's numbers: first, whether all went well
+        run.health.check()
     # log steps only, never at a stop: the window goes into the checkpoint instead
-    if step % args.log_every == 0 or step == args.steps:
+    if log:
         entry = run.metrics.train_record(step, lr, run.stream, run.scaler)
         shown = dict(loss=f"{entry['loss']:.3f}", mlm_acc=f"{entry['mlm_acc']:.3f}")
         if "nsp_acc" in entry:     # not trained with --no-nsp
             shown["nsp_acc"] = f"{entry['nsp_acc']:.2f}"
         bar.set_postfix(**shown, tok_s=f"{entry['tokens_per_s']:,.0f}")
     bar.update(1)
-    if step % args.eval_every == 0 or step == args.steps:
+    if evaluate:
         run.record_eval()
-    if save or step % args.save_every == 0:
+    if save:
         # rank 0 writes while the others wait; a failure there stops every rank
         run.last_ckpt = run.comm.bcast(run.comm.on_root(lambda: _save(run)))
 

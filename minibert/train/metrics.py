@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backend import host_number, on_host
 from ..constants import IGNORE_INDEX
+from ..ops.common import get_array_module
 from .dist import Single
 from .errors import writes
 from .run_folder import read_history, write_history
@@ -57,11 +59,27 @@ def batch_stats(out, batch) -> dict:
     """
     labels, nsp = out.mlm_targets, out.nsp_targets   # already on the model's device
     n_mlm, n_nsp = int(labels.size), 0 if nsp is None else int(nsp.size)
+    # on a GPU the sums stay there until a log step reads them (``on_host``): a step never waits
     return dict(
-        mlm_loss=float(out.mlm_loss) * n_mlm, nsp_loss=float(out.nsp_loss) * n_nsp if n_nsp else 0.0,
-        mlm_correct=int((out.mlm_logits.argmax(-1) == labels).sum()),
-        nsp_correct=int((out.nsp_logits.argmax(-1) == nsp).sum()) if n_nsp else 0,
+        mlm_loss=_sum(out.mlm_loss) * n_mlm, nsp_loss=_sum(out.nsp_loss) * n_nsp if n_nsp else 0.0,
+        mlm_correct=_count(out.mlm_logits.argmax(-1) == labels),
+        nsp_correct=_count(out.nsp_logits.argmax(-1) == nsp) if n_nsp else 0,
         n_mlm=n_mlm, n_nsp=n_nsp, tokens=int(batch["attention_mask"].sum()))
+
+
+def _sum(x):
+    """A loss as a float for sums: a Python float from the host, float64 where it is on a device."""
+    return float(x) if on_host(x) else x.astype("float64")
+
+
+def _count(hits):
+    n = hits.sum()
+    return int(n) if on_host(n) else n
+
+
+def on_host_sums(sums: dict) -> dict:
+    """Sums as Python numbers, read back from the device where they are there (a log step's one wait)."""
+    return {k: host_number(v) for k, v in sums.items()}
 
 
 def summarize(sums: dict) -> dict:
@@ -95,6 +113,7 @@ def evaluate(model, eval_batches, comm=None) -> dict:
             out = model.forward(**mine, train=False)
             sums = add(sums, batch_stats(out, mine))
     model.release()  # an evaluation is never back-propagated
+    sums = on_host_sums(sums)
     if comm is not None:
         sums = comm.reduce_step(sums)
     result = summarize(sums)
@@ -150,26 +169,33 @@ class MetricsLog:
         if self.on_record is not None:
             self.on_record(entry)
 
-    def add_step(self, sums: dict, grad_norm: float, overflow: bool) -> None:
+    def add_step(self, sums: dict, grad_norm, finite) -> None:
+        """Add a step's sums, its gradient norm and whether that was finite (numbers, or on a GPU
+        0-d arrays there, added there)."""
         # a skipped step's norm is inf: it stays out of the mean
-        self.window = add(self.window, dict(sums, grad_norm=0.0 if overflow else grad_norm,
-                                            skipped=int(overflow), steps=1))
+        if on_host(grad_norm):
+            norm, skipped = (float(grad_norm), 0) if finite else (0.0, 1)
+        else:
+            xp = get_array_module(grad_norm)
+            norm, skipped = xp.where(finite, grad_norm.astype(xp.float64), 0.0), (~finite).astype(xp.int64)
+        self.window = add(self.window, dict(sums, grad_norm=norm, skipped=skipped, steps=1))
 
     def train_record(self, step: int, lr: float, stream, scaler=None) -> dict:
         """Write the record of the steps since the last one, and start the window again."""
-        w, elapsed = self.window, max(time.perf_counter() - self._t0, 1e-9)
+        w, elapsed = on_host_sums(self.window), max(time.perf_counter() - self._t0, 1e-9)
         taken = w["steps"] - w["skipped"]
         entry = dict(kind="train", step=step, **summarize(w), lr=lr, grad_norm=w["grad_norm"] / max(taken, 1),
                      tokens_per_s=w["tokens"] / elapsed, data_wait=stream.wait_s / elapsed)
         if scaler is not None:
-            entry.update(loss_scale=scaler.scale, skipped_steps=w["skipped"])
+            entry.update(loss_scale=host_number(scaler.scale), skipped_steps=w["skipped"])
         self.record(entry)
         self.window, self._t0, stream.wait_s = {}, time.perf_counter(), 0.0
         return entry
 
     def window_state(self, stream) -> dict:
         """The window, for a checkpoint: the sums since the last train record, and the time they took."""
-        return dict(sums=self.window, seconds=time.perf_counter() - self._t0, data_wait_s=stream.wait_s)
+        return dict(sums=on_host_sums(self.window), seconds=time.perf_counter() - self._t0,
+                    data_wait_s=stream.wait_s)
 
     def start(self, stream, window=None) -> None:
         """Start the clock at the first step, from a checkpoint's ``window_state()`` if there is one."""

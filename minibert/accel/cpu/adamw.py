@@ -6,7 +6,7 @@ import numpy as np
 from ..pool import for_rows
 
 
-def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
+def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go=None):
     """``ops.adamw_update`` on flat float32 buffers: each block read once, every pass in cache.
 
     The reference makes about fourteen passes over buffers as large as the
@@ -16,6 +16,8 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
     decayed group, then the moments and the parameter.  The same float32
     operations in the same order as the reference: the same bits (tested).
     """
+    if go is not None and not go:      # a step the loss scaler skips
+        return
     def block(r0, r1):
         if decay != 1.0 and r0 < n_decay:
             p[r0:min(r1, n_decay)] *= decay

@@ -6,11 +6,11 @@ their own (the lookups, the products, the losses), this package is the set
 of ops a model on the GPU runs with ``kernels="fast"`` (``minibert.kernels``).
 """
 from ...ops import (attention_mask_bias, dropout_backward, embedding_backward, embedding_forward, merge_heads,
-                    softmax_backward, softmax_cross_entropy_backward, softmax_cross_entropy_forward,
+                    softmax_backward, softmax_cross_entropy_backward,
                     softmax_forward, split_heads, tanh_backward, tanh_forward, uniform)
 from .ops import (adamw_update, attention_backward, attention_forward, dropout_forward, gelu_backward,
                   gelu_forward, half_matmul, layernorm_backward, layernorm_forward, linear_backward,
-                  linear_forward)
+                  linear_forward, softmax_cross_entropy_forward)
 
 __all__ = ["adamw_update", "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",

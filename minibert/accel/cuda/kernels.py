@@ -89,12 +89,14 @@ def elementwise():
                              f" T u = {cuda_source.COUNTER_TO_T};"
                              " mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd_keyed"),
         # AdamW, the same steps as optim.AdamW.step, element by element
-        adamw=ek("T g, T b1, T c1, T b2, T c2, T step_size, T root_c2, T eps, T decay, int64 n_decay",
+        # (go = 0: a step the loss scaler skips, decided on the device: nothing changes)
+        adamw=ek("T g, T b1, T c1, T b2, T c2, T step_size, T root_c2, T eps, T decay, int64 n_decay, T go",
                  "T p, T m, T v",
-                 "m = m * b1 + g * c1;"
-                 "v = v * b2 + (g * g) * c2;"
-                 "T q = i < n_decay ? p * decay : p;"
-                 "p = q - (m / (sqrt(v) / root_c2 + eps)) * step_size;",
+                 "if (go != T(0)) {"
+                 " m = m * b1 + g * c1;"
+                 " v = v * b2 + (g * g) * c2;"
+                 " T q = i < n_decay ? p * decay : p;"
+                 " p = q - (m / (sqrt(v) / root_c2 + eps)) * step_size; }",
                  "minibert_adamw"),
         # dgamma and dbeta of LayerNorm: column sums over the rows
         colsum_prod=cupy.ReductionKernel("T dy, T xh", "T out", "dy * xh", "a + b", "out = a", "0",

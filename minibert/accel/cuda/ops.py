@@ -24,6 +24,7 @@ and by the number of kernel launches, so each formula here is one kernel:
                       score row; the backward's dropout and softmax Jacobian in
                       one more
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
+``softmax_cross_*``   the reference, less its one read of a count: the mean divides by it on the device
 ====================  ==============================================================
 
 Each kernel repeats its formula with the same operations (the reductions
@@ -44,9 +45,11 @@ import numpy as np
 
 from ... import ops as ref
 from ...ops.activations import GeluCache
-from ...ops.attention import check_attention, dead_sequences
+from ...ops.attention import check_attention
 from ...ops.common import get_array_module
+from ...constants import IGNORE_INDEX
 from ...ops.layernorm import LayerNormCache, check_layernorm
+from ...ops.loss import check_cross_entropy, mean_nll
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .kernels import applies
@@ -164,7 +167,17 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     probs, probs_d, keep, inv_keep = attention_probs(q @ k.swapaxes(-1, -2), scale, mask_bias,
                                                      dropout_p, rng, train)
     out = probs_d @ v
-    return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_sequences(mask_bias))
+    return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_on_device(mask_bias))
+
+
+def dead_on_device(mask_bias):
+    """(B,) bool on the device, True for a sequence whose every key is masked (None without a mask).
+
+    The reference asks the device whether any sequence is dead; the kernel asks each row instead,
+    so that a step never waits to read the answer."""
+    if mask_bias is None:
+        return None
+    return (mask_bias[:, 0, 0, :] != 0).all(axis=-1)
 
 
 def attention_backward(dout, cache):
@@ -221,19 +234,38 @@ def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
         keep, inv_keep = kernels.dummy(np.uint8), 1.0
     Tk = probs.shape[-1]
     t = probs.dtype.type
+    B = probs.shape[0]
+    has_dead = dead is not None
+    dead = kernels.dummy(np.bool_) if dead is None else dead
     kernels.kernel("attention_bwd", source.ATTENTION_BWD, probs.dtype)(
         (probs.size // Tk,), (kernels.threads_per_row(Tk),),
-        (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), t(scale), t(inv_keep)))
-    if dead is not None:
-        dprobs_d[dead] = 0
+        (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), t(scale), t(inv_keep),
+         dead, np.int32(has_dead), np.int64(probs.size // (Tk * B))))
     return dprobs_d
 
 
+# ---------------------------------------------------------------------------- the loss
+def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
+    """``ops.softmax_cross_entropy_forward``, the count of labelled rows kept on the device: the
+    reference reads it back to divide by, which would make every step wait for the GPU."""
+    check_cross_entropy(logits, labels)
+    xp = get_array_module(logits)
+    valid = labels != ignore_index
+    return mean_nll(logits, labels, valid, xp.maximum(valid.sum(), 1).astype(logits.dtype))
+
+
 # ---------------------------------------------------------------------------- AdamW
-def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay):
-    """``ops.adamw_update`` as one elementwise kernel over the flat buffers."""
+def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go=None):
+    """``ops.adamw_update`` as one elementwise kernel over the flat buffers.
+
+    ``step_size``, ``root_c2`` and ``go`` may be numbers or 0-d arrays on the device (computed
+    there from a step count the host does not read); the kernel takes either."""
     if not applies(p, g, m, v):
-        return ref.adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay)
+        return ref.adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go)
     t = p.dtype.type
-    kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), t(step_size), t(root_c2),
-                                   t(eps), t(decay), np.int64(n_decay), p, m, v)
+
+    def number(x):              # a device number as it is (of the kernel's type), a host one converted
+        return x.astype(p.dtype, copy=False) if kernels.on_device(x) else t(x)
+    kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), number(step_size),
+                                   number(root_c2), t(eps), t(decay), np.int64(n_decay),
+                                   t(1) if go is None else number(go), p, m, v)

@@ -157,11 +157,17 @@ extern "C" __global__ void attention_fwd(const T* s, const T* bias, const int ha
 #   ds_j = p_j (dq_j - sum_k dq_k p_k) * scale   (softmax Jacobian, then the 1/sqrt(D) scale)
 ATTENTION_BWD = r"""
 extern "C" __global__ void attention_bwd(T* dp, const T* probs, const unsigned char* keep,
-                                         const int has_drop, const int Tk, const T scale, const T inv_keep) {
+                                         const int has_drop, const int Tk, const T scale, const T inv_keep,
+                                         const bool* dead, const int has_dead, const long long rows_per_seq) {
     __shared__ T sh[32];
     const long long row = blockIdx.x;
     T* d = dp + row * Tk;
     const T* p = probs + row * Tk;
+    // a sequence with every key masked: its scores all became the same -max, so they carry no gradient
+    if (has_dead && dead[row / rows_per_seq]) {
+        for (int j = threadIdx.x; j < Tk; j += blockDim.x) d[j] = T(0);
+        return;
+    }
     const unsigned char* kr = has_drop ? keep + row * Tk : 0;
     T dot = 0;
     for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
