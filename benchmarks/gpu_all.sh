@@ -4,7 +4,9 @@
 #   2. the step table: bench_step.py --device cuda, small and base at sequence length 128 and
 #      512, float32 and mixed precision, minibert against PyTorch eager and SDPA;
 #   3. the attention ladder (accel/cuda/ladder.py) against PyTorch's SDPA: bench_attention.py;
-#   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched).
+#   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched);
+#   5. pretrain's step against the bare step (bench_loop.py): mini 128 x 128 in both precisions,
+#      base 64 x 128 mixed.
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time).
@@ -43,4 +45,13 @@ for nb in 07_gpu_with_cupy 10_mixed_precision; do
   echo "== notebook $nb"
   $PY -m jupyter nbconvert --to notebook --execute "notebooks/$nb.ipynb" --output-dir "$OUT" \
       --output "${nb}_on_this_gpu" > "$OUT/$nb.log" 2>&1 && echo "ran" || tail -5 "$OUT/$nb.log"
+done
+
+for setting in "mini 128 float32" "mini 128 mixed" "base 64 mixed"; do
+  set -- $setting
+  flag=""; [ "$3" = mixed ] && flag="--mixed-precision"
+  echo "== pretrain against the bare step: $1, batch $2 x 128, $3"
+  $PY benchmarks/bench_loop.py --device cuda --config "$1" --batch-size "$2" --seq-len 128 $flag \
+      > "$OUT/loop_$1_$3.md" 2>&1
+  tail -4 "$OUT/loop_$1_$3.md"
 done

@@ -74,3 +74,15 @@ def test_bench_attention_times_the_ladder_on_a_gpu_and_says_why_not_elsewhere():
             assert form in res.stdout
     else:
         assert res.returncode == 1 and "the ladder runs on the GPU only" in res.stderr
+
+
+def test_bench_loop_times_pretrain_against_the_bare_step():
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_loop.py"), "--config", "tiny",
+                          "--batch-size", "4", "--seq-len", "32", "--steps", "6", "--log-every", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    rows = {line.split("|")[1].strip(): line.split("|")[2:] for line in res.stdout.splitlines()
+            if line.startswith("| pretrain") or line.startswith("| bare step")}
+    assert set(rows) == {"pretrain", "bare step"}
+    assert rows["bare step"][2].strip() == "1.00x"
+    assert float(rows["pretrain"][0]) > 0 and rows["pretrain"][2].strip().endswith("x")
