@@ -10,6 +10,8 @@
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time).
+#   ONLY="steps loop" (any of: tests steps ladder notebooks loop) runs those parts alone, so that
+#   the whole can be split over several shorter calls.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu}
@@ -17,15 +19,19 @@ PY=${PYTHON:-python}
 mkdir -p "$OUT"
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
+ONLY=${ONLY:-tests steps ladder notebooks loop}
+part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 echo "== $(cat "$OUT/gpu.txt")"
 
+if part tests; then
 echo "== tests/test_gpu.py"
 $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py > "$OUT/test_gpu.log" 2>&1
 tail -3 "$OUT/test_gpu.log"
+fi
 
-for precision in float32 mixed; do
+part steps && for precision in float32 mixed; do
   flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
   for seq in 128 512; do
     name="step_${precision}_${seq}"
@@ -37,17 +43,19 @@ for precision in float32 mixed; do
   done
 done
 
-echo "== the attention ladder (v1 naive, v2 fused softmax, v3 online softmax) against SDPA"
+if part ladder; then
+echo "== the attention ladder (v1 naive, v2 fused softmax, v3 online softmax, v4 tiled) against SDPA"
 $PY benchmarks/bench_attention.py --reps "$((reps * 2))" --json "$OUT/attention.json" > "$OUT/attention.md" 2>&1
 cat "$OUT/attention.md"
+fi
 
-for nb in 07_gpu_with_cupy 10_mixed_precision; do
+part notebooks && for nb in 07_gpu_with_cupy 10_mixed_precision; do
   echo "== notebook $nb"
   $PY -m jupyter nbconvert --to notebook --execute "notebooks/$nb.ipynb" --output-dir "$OUT" \
       --output "${nb}_on_this_gpu" > "$OUT/$nb.log" 2>&1 && echo "ran" || tail -5 "$OUT/$nb.log"
 done
 
-for setting in "mini 128 float32" "mini 128 mixed" "base 64 mixed"; do
+part loop && for setting in "mini 128 float32" "mini 128 mixed" "base 64 mixed"; do
   set -- $setting
   flag=""; [ "$3" = mixed ] && flag="--mixed-precision"
   echo "== pretrain against the bare step: $1, batch $2 x 128, $3"
