@@ -151,8 +151,9 @@ def _args(corpus_file, out, **kw):
     return TrainArgs(**dict(base, **kw))
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(mixed_precision=True, accum=2, max_grad_norm=0.0)],
-                         ids=["float32", "mixed-accum"])
+@pytest.mark.parametrize("kw", [dict(), dict(mixed_precision=True, accum=2, max_grad_norm=0.0),
+                                dict(no_nsp=True, pre_ln=True, whole_word_masking=True, dropout=0.0)],
+                         ids=["float32", "mixed-accum", "no_nsp-pre_ln"])
 def test_a_step_reads_nothing_back_from_the_device(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in, kw):
     found = _reads_per_step(monkeypatch)
     pretrain(_args(corpus_file, tmp_path / "run", **kw), log=lambda *a: None)
