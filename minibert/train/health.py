@@ -1,4 +1,4 @@
-"""Whether a run has diverged, decided where the numbers are and read where the host looks anyway."""
+"""``Health``: has the run diverged? On a GPU, answered there and read at the next log, evaluation or save."""
 from __future__ import annotations
 
 import math
