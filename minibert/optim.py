@@ -90,6 +90,8 @@ class AdamW:
         if go is None:
             self._t += 1
         t = self._t
+        if not isinstance(t, int):      # a device count: still 0 while every step so far was skipped,
+            t = self.store.xp.maximum(t, 1)     # and then the numbers below go unused
         if self.bias_correction:
             # the same two numbers from a host int or a device count
             sqrt = math.sqrt if isinstance(t, int) else self.store.xp.sqrt

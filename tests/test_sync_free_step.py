@@ -200,3 +200,29 @@ def test_a_diverged_run_on_the_gpu_names_the_step_it_diverged_at(corpus_file, tm
         pretrain(_args(corpus_file, tmp_path / "run", save_every=2), log=lambda *a: None)
     assert [f[0] for f in found] == [1, 2]
     assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+def test_a_run_on_the_gpu_resumes_exactly(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in):
+    """Mixed precision, its first steps skipped by a too-large loss scale: the step count, the scale
+    and the log window, kept on the device, go into the checkpoint at step 4 (between two records)
+    and come back from it; the resumed run writes the records and reaches the weights of the run
+    that never stopped, bit for bit."""
+    import functools
+    from minibert.optim import LossScaler
+    from minibert.train.checkpoint_files import list_checkpoints, load_checkpoint
+    monkeypatch.setattr(loop, "LossScaler", functools.partial(LossScaler, init_scale=2.0 ** 26))
+    kw = dict(mixed_precision=True, save_every=6)
+    pretrain(_args(corpus_file, tmp_path / "once", **kw), log=lambda *a: None)
+    first = pretrain(_args(corpus_file, tmp_path / "twice", stop_at=4, **kw), log=lambda *a: None)
+    assert first.stopped_by == "stop_at"
+    pretrain(_args(corpus_file, tmp_path / "twice", resume=True, **kw), log=lambda *a: None)
+
+    def records(out):
+        rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if k not in ("tokens_per_s", "data_wait")} for r in rows]
+    once, twice = records(tmp_path / "once"), records(tmp_path / "twice")
+    assert once == twice
+    assert sum(r.get("skipped_steps", 0) for r in once) > 0          # the scaler did skip steps
+    a, b = (load_checkpoint(list_checkpoints(tmp_path / d)[-1]) for d in ("once", "twice"))
+    np.testing.assert_array_equal(a[0]["params"], b[0]["params"])
+    assert a[1]["adam_t"] == b[1]["adam_t"] < 6                      # skipped steps not counted
