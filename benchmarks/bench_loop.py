@@ -68,27 +68,21 @@ def time_loop(args, out):
 
 
 def time_bare(args, model):
-    """ms per bare step on ``model`` at the same shapes (bench_step.py's step)."""
-    import numpy as np
+    """ms per bare step on ``model`` at the same shapes: the trainer's step less its metrics, each ending
+    with ``float(loss)``."""
     from bench_step import make_batch
-    from minibert.optim import AdamW, LossScaler, clip_grad_norm
+    from minibert.optim import AdamW, LossScaler, unscale_and_clip
     cfg = dict(vocab_size=model.config.vocab_size)
     batch, _ = make_batch(cfg, args.batch_size, args.seq_len)
     opt, scaler = AdamW(model.params, lr=1e-5), LossScaler() if args.mixed_precision else None
     model.train()
 
-    def step():
+    def step():         # the trainer's step, less its metrics
         out = model.forward(**batch, train=True)
-        if scaler is None:
-            model.backward()
-            clip_grad_norm(model.params, 1.0, on_device=True)
-            opt.step()
-        else:
-            model.backward(loss_scale=scaler.scale)
-            unscale = 1.0 / scaler.scale
-            model.params.grad *= unscale if isinstance(unscale, float) else unscale.astype(np.float32)
-            norm = clip_grad_norm(model.params, 1.0, on_device=True)
-            opt.step(take=scaler.update(model.xp.isfinite(norm)))
+        loss_scale = 1.0 if scaler is None else scaler.scale
+        model.backward(loss_scale=loss_scale)
+        norm = unscale_and_clip(model.params, 1.0, loss_scale)
+        opt.step(take=None if scaler is None else scaler.update(model.xp.isfinite(norm)))
         return float(out.loss)
     for _ in range(3):
         step()

@@ -156,7 +156,7 @@ def run_minibert(cfg, batch, args):
     import numpy as np
     sys.path.insert(0, str(ROOT))
     import minibert as mb
-    from minibert.optim import AdamW, LossScaler, clip_grad_norm
+    from minibert.optim import AdamW, LossScaler, unscale_and_clip
 
     rng = np.random.default_rng(0)
     if args.device == "cuda":
@@ -183,9 +183,8 @@ def run_minibert(cfg, batch, args):
     def mixed_step():       # as the trainer's step: on a GPU the scaler decides there, nothing is read
         out = model.forward(**batch, train=True)
         model.backward(loss_scale=scaler.scale)
-        unscale = 1.0 / scaler.scale
-        model.params.grad *= unscale if isinstance(unscale, float) else unscale.astype(np.float32)
-        opt.step(take=scaler.update(model.xp.isfinite(clip_grad_norm(model.params, None, on_device=True))))
+        norm = unscale_and_clip(model.params, None, scaler.scale)
+        opt.step(take=scaler.update(model.xp.isfinite(norm)))
         return float(out.loss)
 
     return (mixed_step if args.mixed_precision else step), peak

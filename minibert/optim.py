@@ -80,15 +80,12 @@ class AdamW:
         """
         lr = self.lr if lr is None else _check_lr(lr)
         b1, b2 = self.betas
-        go = None
         if take is not None and on_host(take):          # the host reads its own flag for free
             if not take:
                 return
-        elif take is not None:
-            go = take
-            self._t = self._t + go                      # a 0-d int array on the device from now on
-        if go is None:
-            self._t += 1
+            take = None
+        go = take                                       # None, or the device's flag for the kernel
+        self._t = self._t + (1 if go is None else go)   # with a flag: a 0-d int array on the device
         t = self._t
         if not isinstance(t, int):      # a device count: still 0 while every step so far was skipped,
             t = self.store.xp.maximum(t, 1)     # and then the numbers below go unused
@@ -253,6 +250,20 @@ def linear_warmup_decay(step, total_steps, warmup_steps):
     if step < warmup_steps:
         return step / max(1, warmup_steps)
     return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def unscale_and_clip(store, max_norm=1.0, loss_scale=1.0, accum=1):
+    """After ``accum`` backward passes at ``loss_scale``: the mean gradient (the sum divided by
+    accum * loss_scale), clipped by ``clip_grad_norm(..., on_device=True)``, whose norm it returns.
+
+    ``loss_scale`` may be a 0-d array on the GPU (``LossScaler.scale``): the division happens there.
+    """
+    unscale = 1.0 / (accum * loss_scale)
+    if not on_host(unscale):
+        store.grad *= unscale.astype(store.grad.dtype)
+    elif unscale != 1.0:
+        store.grad *= unscale
+    return clip_grad_norm(store, max_norm, on_device=True)
 
 
 def clip_grad_norm(store, max_norm=1.0, on_device=False):

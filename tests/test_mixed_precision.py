@@ -215,7 +215,7 @@ def test_overflowing_steps_are_skipped_and_the_scale_comes_down(corpus_file, tmp
 def test_a_run_whose_gradients_overflow_at_any_scale_stops_with_a_clear_error(corpus_file, tmp_path, monkeypatch):
     import minibert.train.loop as T   # where pretrain looks these names up
     monkeypatch.setattr(T, "LossScaler", functools.partial(LossScaler, init_scale=4.0))
-    monkeypatch.setattr(T, "clip_grad_norm", lambda store, max_norm, on_device=False: float("inf"))
+    monkeypatch.setattr(T, "unscale_and_clip", lambda store, max_norm, loss_scale=1.0, accum=1: float("inf"))
     with pytest.raises(TrainingError, match="overflow float16 even at loss scale 1"):
         pretrain(small_args(corpus_file, tmp_path, mixed_precision=True), log=lambda *a: None)
 

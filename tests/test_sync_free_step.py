@@ -21,6 +21,7 @@ from minibert import accel
 from minibert.train import TrainArgs, pretrain
 import cuda_on_cpu
 from test_gpu_kernels_on_cpu import cuda_kernels_on_numpy
+from test_hostile_runs import records
 
 REASON = cuda_on_cpu.unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -217,9 +218,6 @@ def test_a_run_on_the_gpu_resumes_exactly(corpus_file, tmp_path, monkeypatch, on
     assert first.stopped_by == "stop_at"
     pretrain(_args(corpus_file, tmp_path / "twice", resume=True, **kw), log=lambda *a: None)
 
-    def records(out):
-        rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
-        return [{k: v for k, v in r.items() if k not in ("tokens_per_s", "data_wait")} for r in rows]
     once, twice = records(tmp_path / "once"), records(tmp_path / "twice")
     assert once == twice
     assert sum(r.get("skipped_steps", 0) for r in once) > 0          # the scaler did skip steps

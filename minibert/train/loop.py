@@ -12,8 +12,7 @@ from .checkpoint_files import checkpoint_step, latest_checkpoint, remove_partial
 from ..model.config import BertConfig
 from ..model.bert import BertForPreTraining
 from ..model.hf_io import PRE_LN_EXPORT
-from ..backend import on_host
-from ..optim import AdamW, LossScaler, clip_grad_norm, linear_warmup_decay
+from ..optim import AdamW, LossScaler, linear_warmup_decay, unscale_and_clip
 from .args import RunResult, TrainArgs, check_args
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
@@ -193,12 +192,9 @@ def train_step(run: Run, lr: float) -> None:
         sums = add(sums, batch_stats(out, mine))
     comm.allreduce_grads(model.params.grad)        # the ranks' gradients summed: the global batch's
     sums = comm.reduce_step(sums)                  # and the step's metrics
-    if args.accum > 1 or scaler is not None:
-        # the mean over micro-batches, and the loss scale taken out again
-        unscale = 1.0 / (args.accum * loss_scale)
-        model.params.grad *= unscale if on_host(unscale) else unscale.astype(model.params.grad.dtype)
-    # on a GPU the norm, the verdicts and the loss scale stay there: no step waits to read them
-    grad_norm = clip_grad_norm(model.params, args.max_grad_norm or None, on_device=True)
+    # the mean over micro-batches, the loss scale taken out again, clipped; on a GPU the norm,
+    # the verdicts and the loss scale stay there: no step waits to read them
+    grad_norm = unscale_and_clip(model.params, args.max_grad_norm or None, loss_scale, args.accum)
     finite = model.xp.isfinite(grad_norm)
     run.health.watch(run.step + 1, summarize(sums)["loss"], grad_norm, finite, loss_scale if scaler else None)
     if scaler is None:
