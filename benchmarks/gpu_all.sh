@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Every check that needs a GPU, in one go, for a machine that has one for a short while:
 #   1. tests/test_gpu.py (every CUDA kernel and a model on each set of ops against the reference);
-#   2. the step table: bench_step.py --device cuda, small and base at sequence length 128 and
-#      512, float32 and mixed precision, minibert against PyTorch eager and SDPA;
+#   2. the step table: bench_step.py --device cuda, tiny, mini, small and base at sequence length
+#      128, small and base at 512, float32 and mixed precision, minibert against PyTorch eager and SDPA;
 #   3. the attention ladder (accel/cuda/ladder.py) against PyTorch's SDPA: bench_attention.py;
 #   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched);
 #   5. pretrain's step against the bare step (bench_loop.py): mini 128 x 128 in both precisions,
 #      base 64 x 128 mixed.
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
-#   --quick: one round and 5 timed steps per form (about half the time).
+#   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
 #   ONLY="steps loop" (any of: tests steps ladder notebooks loop) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
@@ -19,6 +19,7 @@ PY=${PYTHON:-python}
 mkdir -p "$OUT"
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
+reps=${REPS:-$reps}; rounds=${ROUNDS:-$rounds}    # or set by hand: REPS=10 ROUNDS=1
 ONLY=${ONLY:-tests steps ladder notebooks loop}
 part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
@@ -35,8 +36,9 @@ part steps && for precision in float32 mixed; do
   flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
   for seq in 128 512; do
     name="step_${precision}_${seq}"
+    presets="tiny mini small base"; [ "$seq" = 512 ] && presets="small base"
     echo "== bench_step $precision seq-len $seq"
-    $PY benchmarks/bench_step.py --device cuda --presets small base --seq-len "$seq" $flag \
+    $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag \
         --forms minibert torch-gathered torch-sdpa --rounds "$rounds" --reps "$reps" --wait-idle 0 \
         --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
     sed -n '/## ratios/,$p' "$OUT/$name.md"
@@ -51,7 +53,7 @@ fi
 
 part notebooks && for nb in 07_gpu_with_cupy 10_mixed_precision; do
   echo "== notebook $nb"
-  $PY -m jupyter nbconvert --to notebook --execute "notebooks/$nb.ipynb" --output-dir "$OUT" \
+  $PY -m nbconvert --to notebook --execute "notebooks/$nb.ipynb" --output-dir "$OUT" \
       --output "${nb}_on_this_gpu" > "$OUT/$nb.log" 2>&1 && echo "ran" || tail -5 "$OUT/$nb.log"
 done
 
