@@ -187,6 +187,13 @@ def test_fused_layernorm_gelu_dropout_match_the_reference(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_column_sums_on_the_gpu(dtype):
+    import cupy
+    from test_gpu_kernels_on_cpu import check_column_sums
+    check_column_sums(cupy, dtype, shapes=((1, 5), (7, 40), (1000, 33), (0, 8), (16384, 512), (608, 30522)))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("train", [False, True])
 def test_fused_attention_matches_the_reference(dtype, train):
     import cupy

@@ -143,6 +143,37 @@ def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, r
     np.testing.assert_array_equal(runs[0]["dropout mask"], runs[1]["dropout mask"])
 
 
+def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33), (0, 8))):
+    """``accel.cuda.ops.column_sums`` against float64 sums, on ``xp``'s arrays: one row, rows fewer
+    than a block's 8 row lanes, columns not a multiple of 32, many partial sums per column
+    (1000 rows), and no rows at all.  Also used by ``tests/test_gpu.py``."""
+    from minibert.accel.cuda.ops import column_sums
+    rng = np.random.default_rng(7)
+    tol = {"float64": 1e-13, "float32": 2e-6}[dtype]
+    for shape in shapes:
+        a, b = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+        prod, plain = column_sums(xp.asarray(a), xp.asarray(b))
+        alone, plain2 = column_sums(xp.asarray(a))
+        assert alone is None
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        for got, want, scale, name in ((prod, (a64 * b64).sum(0), np.abs(a64 * b64).sum(0), "sum a*b"),
+                                       (plain, a64.sum(0), np.abs(a64).sum(0), "sum a"),
+                                       (plain2, a64.sum(0), np.abs(a64).sum(0), "sum a, alone")):
+            got = np.asarray(got.get() if hasattr(got, "get") else got, dtype=np.float64)
+            assert got.shape == (shape[1],), (shape, name)
+            err = (np.abs(got - want) / np.maximum(scale, 1e-30)).max(initial=0)
+            assert err <= tol, f"column_sums {shape} {name}: error {err:.1e} of the sum of magnitudes"
+        again = column_sums(xp.asarray(a), xp.asarray(b))
+        for x, y in zip(again, (prod, plain)):        # no atomics: the same bits every time
+            np.testing.assert_array_equal(np.asarray(x.get() if hasattr(x, "get") else x),
+                                          np.asarray(y.get() if hasattr(y, "get") else y))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_column_sums_match_float64_sums(dtype, kernels):
+    check_column_sums(np, dtype)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("train", [False, True])
 @pytest.mark.parametrize("T", [40, 300])
@@ -315,7 +346,7 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     import subprocess
     elementwise = cuda_kernels.elementwise()
     parts = [cuda_source.REDUCE.replace("CTYPE", ctype), cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD,
-             cuda_source.ATTENTION_FWD, cuda_source.ATTENTION_BWD]
+             cuda_source.ATTENTION_FWD, cuda_source.ATTENTION_BWD, cuda_source.COLSUM]
     for k in elementwise.values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
@@ -326,5 +357,5 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = (tmp_path / "kernels.ptx").read_text()
     for name in ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                 "minibert_gelu_fwd", "minibert_colsum_prod_map"):
+                 "minibert_gelu_fwd", "colsum_part", "colsum_finish"):
         assert f".entry {name}(" in ptx, name

@@ -18,11 +18,12 @@ def half_linear_forward(x, W, b, half_matmul):
     return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
 
 
-def half_linear_backward(dy, cache, half_matmul):
-    """``ops.linear_backward`` for a float16 ``W``: both products take dy rounded to float16."""
+def half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: d.sum(axis=0)):
+    """``ops.linear_backward`` for a float16 ``W``: both products take dy rounded to float16;
+    ``bias_grad`` sums the rows of dy (N, out)."""
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
     dy16 = to_half(dy2)
     dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
     dW = half_matmul(dy16.T, x.reshape(-1, x.shape[-1])).astype(dy.dtype)
-    return dx, dW, dy2.sum(axis=0)
+    return dx, dW, bias_grad(dy2)

@@ -98,9 +98,6 @@ def elementwise():
                  " T q = i < n_decay ? p * decay : p;"
                  " p = q - (m / (sqrt(v) / root_c2 + eps)) * step_size; }",
                  "minibert_adamw"),
-        # dgamma and dbeta of LayerNorm: column sums over the rows
-        colsum_prod=cupy.ReductionKernel("T dy, T xh", "T out", "dy * xh", "a + b", "out = a", "0",
-                                         "minibert_colsum_prod"),
     )
 
 

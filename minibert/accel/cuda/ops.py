@@ -10,6 +10,8 @@ and by the number of kernel launches, so each formula here is one kernel:
 ====================  ==============================================================
 ``layernorm_*``       one thread block per row: mean, variance and the normalised
                       row in the forward; the two row means of the backward
+``column_sums``       the gradients of gamma, beta and a linear layer's bias: sums
+                      down the columns, each warp reading along a row
 ``gelu_*``            exact (erf) and tanh GELU, forward and backward, one
                       elementwise kernel each
 ``dropout_forward``   mask and product in one kernel.  A GPU model's generator is
@@ -69,10 +71,39 @@ def linear_forward(x, W, b):
 
 
 def linear_backward(dy, cache):
-    """``ops.linear_backward``, with the GPU's own float16 product in mixed precision."""
-    if cache[1].dtype != np.float16:
-        return ref.linear_backward(dy, cache)
-    return half_linear_backward(dy, cache, half_matmul)
+    """``ops.linear_backward``, the bias gradient by ``column_sums`` and, in mixed precision,
+    the products by the GPU's own float16 product."""
+    x, W = cache
+    if W.dtype == np.float16:
+        return half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: column_sums(d)[1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    dx = (dy2 @ W).reshape(x.shape)
+    dW = dy2.T @ x.reshape(-1, x.shape[-1])
+    return dx, dW, column_sums(dy2)[1]
+
+
+# --------------------------------------------------------------------- column sums
+def column_sums(a, b=None):
+    """Sums over the rows of a (rows, H) array: (sum of a * b or None, sum of a), each (H,).
+
+    CuPy's own reduction along the rows of a C-ordered array runs one column per group of
+    threads, reading with a stride of H; these kernels read along the rows instead."""
+    import cupy
+    both = b is not None
+    if not (applies(a, b) if both else applies(a)) or a.ndim != 2 or not a.size:
+        return ((a * b).sum(axis=0) if both else None), a.sum(axis=0)
+    rows, H = a.shape
+    col_blocks = (H + 31) // 32
+    G = int(max(1, min((rows + 7) // 8, 1024 // col_blocks)))     # about 1024 blocks in all
+    part = cupy.empty((G, 2, H), dtype=a.dtype)
+    kernels.kernel("colsum_part", source.COLSUM, a.dtype)(
+        (G * col_blocks,), (256,),
+        (a, b if both else kernels.dummy(a.dtype), np.int32(both), part, np.int64(rows), np.int32(H),
+         np.int32(col_blocks)))
+    out = cupy.empty(2 * H, dtype=a.dtype)
+    kernels.kernel("colsum_finish", source.COLSUM, a.dtype)(
+        ((2 * H + 255) // 256,), (256,), (part, out, np.int32(G), np.int32(2 * H)))
+    return (out[:H] if both else None), out[H:]
 
 
 # ------------------------------------------------------------------------ layernorm
@@ -103,9 +134,7 @@ def layernorm_backward(dy, cache):
     if rows:                              # none, e.g. a batch without a labelled MLM position
         kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
             (rows,), (kernels.threads_per_row(H),), (dy, xhat, rstd, gamma, dx, np.int32(H)))
-    dy2, xh2 = dy.reshape(rows, H), xhat.reshape(rows, H)
-    dgamma = kernels.elementwise()["colsum_prod"](dy2, xh2, axis=0)
-    dbeta = dy2.sum(axis=0)
+    dgamma, dbeta = column_sums(dy.reshape(rows, H), xhat.reshape(rows, H))
     return dx, dgamma, dbeta
 
 

@@ -183,3 +183,44 @@ extern "C" __global__ void attention_bwd(T* dp, const T* probs, const unsigned c
 """
 
 
+
+# Column sums of (rows, H) arrays, for the parameters every row shares (LayerNorm's gamma and
+# beta, a linear layer's bias):
+#   prod[j] = sum_r a[r, j] * b[r, j]  (when has_b);   plain[j] = sum_r a[r, j]
+# The sum runs along the slow axis.  A block of 256 threads is 32 columns by 8 row lanes, so that
+# each warp reads 32 neighbouring values of one row (one 128-byte line); the G blocks stacked
+# along the rows each write one partial sum per column into part (G, 2, H), and colsum_finish
+# adds a column's G partials in a fixed order.  No atomics: the same input, the same bits.
+COLSUM = r"""
+extern "C" __global__ void colsum_part(const T* a, const T* b, const int has_b, T* part,
+                                       const long long rows, const int H, const int col_blocks) {
+    __shared__ T sp[256];
+    __shared__ T sq[256];
+    const int lane = threadIdx.x & 31, lane_row = threadIdx.x >> 5;
+    const int G = gridDim.x / col_blocks, g = blockIdx.x / col_blocks;
+    const int j = (blockIdx.x % col_blocks) * 32 + lane;
+    T p = 0, q = 0;
+    if (j < H)
+        for (long long r = (long long)g * 8 + lane_row; r < rows; r += (long long)G * 8) {
+            const T x = a[r * H + j];
+            q += x;
+            if (has_b) p += x * b[r * H + j];
+        }
+    sp[threadIdx.x] = p;
+    sq[threadIdx.x] = q;
+    __syncthreads();
+    if (lane_row == 0 && j < H) {
+        for (int k = 1; k < 8; ++k) { p += sp[k * 32 + lane]; q += sq[k * 32 + lane]; }
+        part[(long long)g * 2 * H + j] = p;
+        part[(long long)g * 2 * H + H + j] = q;
+    }
+}
+
+extern "C" __global__ void colsum_finish(const T* part, T* out, const int G, const int H2) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= H2) return;
+    T s = 0;
+    for (int g = 0; g < G; ++g) s += part[(long long)g * H2 + j];
+    out[j] = s;
+}
+"""
