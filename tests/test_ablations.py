@@ -315,3 +315,64 @@ def test_pre_ln_run_resumes_exactly_and_is_not_exported(corpus_file, tmp_path):
     post = pretrain(small_args(corpus_file, tmp_path / "post", steps=2, warmup=0), log=quiet)
     assert train_losses(tmp_path / "post")[0] != train_losses(tmp_path / "once")[0]
     assert Path(post.out, "model", "config.json").is_file()
+
+
+# ------------------------------------------------------------------ the reference results' tool
+def _ablation_tool(monkeypatch, calls, stop_after=None):
+    """tools/make_ablation_results.py with its training replaced by a record of the calls: a run's
+    numbers are made from its name and seed, and ``stop_after`` runs end the job as a kill would."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "make_ablation_results", Path(__file__).resolve().parents[1] / "tools" / "make_ablation_results.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    class Killed(Exception):
+        pass
+
+    def one_run(name, seed, flags, tmp, batches, base, steps):
+        if stop_after is not None and len(calls) == stop_after:
+            raise Killed
+        calls.append((name, seed))
+        loss = 5.0 + len(name) / 10 + seed / 100
+        return dict(seed=seed, evals=[[0, 9.0, 0.0, 0.5, 6.0], [steps, loss, 0.2, 0.6, 6.0]],
+                    common=dict(mlm_loss=loss, mlm_acc=0.2))
+    monkeypatch.setattr(tool, "one_run", one_run)
+    monkeypatch.setattr(tool, "common_batches", lambda seed, tmp, base, steps: [])
+    return tool, Killed
+
+
+def test_the_ablation_tool_keeps_finished_runs_and_resumes_where_it_stopped(monkeypatch, tmp_path, capsys):
+    out = tmp_path / "ablations.json"
+    argv = ["--steps", "20", "--seeds", "2", "--out", str(out)]
+    whole = []
+    tool, _ = _ablation_tool(monkeypatch, whole)
+    tool.main(argv + ["--out", str(tmp_path / "whole.json")])
+    assert len(whole) == 12 and json.loads((tmp_path / "whole.json").read_text())["complete"] is True
+
+    calls = []
+    tool, Killed = _ablation_tool(monkeypatch, calls, stop_after=5)
+    with pytest.raises(Killed):
+        tool.main(argv)
+    part = json.loads(out.read_text())            # written after each run: the five finished ones
+    assert part["complete"] is False
+    assert [(n, r["seed"]) for n, a in part["ablations"].items() for r in a["runs"]] == calls
+    assert not list(tmp_path.glob("*.part"))
+
+    again = []
+    tool, _ = _ablation_tool(monkeypatch, again)
+    tool.main(argv + ["--resume"])
+    assert again == whole[5:]                      # only what the file lacked
+    assert "default seed 0: in" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == json.loads((tmp_path / "whole.json").read_text())
+
+
+def test_the_ablation_tool_refuses_to_resume_another_recipe(monkeypatch, tmp_path, capsys):
+    out = tmp_path / "ablations.json"
+    tool, _ = _ablation_tool(monkeypatch, [])
+    tool.main(["--steps", "20", "--seeds", "1", "--out", str(out)])
+    before = out.read_text()
+    with pytest.raises(SystemExit):
+        tool.main(["--steps", "30", "--seeds", "1", "--out", str(out), "--resume"])
+    assert "holds runs of another recipe (recipe, steps differ)" in capsys.readouterr().err
+    assert out.read_text() == before

@@ -3,12 +3,15 @@
     python tools/make_ablation_results.py       # about 45 minutes on a shared 2-core CPU
     python tools/make_ablation_results.py --recipe wikitext-2 --device cuda --data-dir DIR
                                                 # WikiText-2 with mini: a GPU's work (--steps to shorten)
+    python tools/make_ablation_results.py ... --resume   # go on where a stopped one left off
 
 Every run is ``make demo``'s recipe (``minibert.demo.DEMO``: the built-in corpus, the tiny
 model, 128 sequences of 32 tokens a step) cut to ``STEPS`` steps, with one flag changed. For
 each run it keeps the held-out evaluations (``metrics.jsonl``'s eval records), and the final
 model's MLM loss and accuracy on the *default* run's held-out batches of the same seed: the
-same documents, the same tokens masked the same way. (A run's own held-out batches follow
+same documents, the same tokens masked the same way. The file is written again after every run
+(``"complete": false`` until the last), so a job stopped part-way keeps what it finished, and
+``--resume`` runs only what the file lacks. (A run's own held-out batches follow
 its flags: packed sentences for --no-nsp, whole words or 30% of the tokens masked for the
 masking flags, so its own numbers measure another task.) Everything goes into
 ``notebooks/pretrained/ablations.json``, a few tens of kilobytes.
@@ -85,6 +88,8 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--data-dir", help="a local copy of the corpus (WikiText-2's wiki.valid.raw and wiki.test.raw)")
     p.add_argument("--out", type=Path, help="the results file (default: the recipe's, in notebooks/pretrained/)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs the results file already holds (of the same recipe) and run the rest")
     args = p.parse_args(argv)
     recipe, steps, out = RECIPES[args.recipe]
     steps, out = args.steps or steps, args.out or out
@@ -94,18 +99,41 @@ def main(argv=None) -> None:
     seeds = list(range(args.seeds))
     hidden = ("seed", "progress", "plot", "keep", "data_dir") + (("device",) if args.device == "cpu" else ())
     shown = {k: v for k, v in settings(0, base, steps).items() if k not in hidden}
-    results = dict(recipe=shown, steps=steps, seeds=seeds, columns=list(KEEP), ablations={})
+    results = dict(recipe=shown, steps=steps, seeds=seeds, columns=list(KEEP), ablations={}, complete=False)
+    same = ("recipe", "steps", "seeds", "columns")
+    if args.resume and out.exists():
+        old = json.loads(out.read_text(encoding="utf-8"))
+        if any(old.get(k) != results[k] for k in same):
+            differs = ", ".join(k for k in same if old.get(k) != results[k])
+            p.error(f"{out} holds runs of another recipe ({differs} differ): move it away, or run without --resume")
+        results["ablations"] = old["ablations"]
+
+    def save():
+        # in the order of ABLATIONS whatever order the runs were made in; a stopped job leaves a whole file
+        results["ablations"] = {n: results["ablations"][n] for n in ABLATIONS if n in results["ablations"]}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_name(out.name + ".part")
+        part.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        part.replace(out)
+
     with tempfile.TemporaryDirectory(prefix="minibert-ablations-") as tmp:
         tmp = Path(tmp)
-        batches = {seed: common_batches(seed, tmp, base, steps) for seed in seeds}
+        batches = {}
         for name, (flag, flags) in ABLATIONS.items():
-            runs = []
+            entry = results["ablations"].setdefault(name, dict(flag=flag, runs=[]))
             for seed in seeds:
-                runs.append(one_run(name, seed, flags, tmp, batches[seed], base, steps))
-                print(f"{name} seed {seed}: held-out MLM loss {runs[-1]['evals'][-1][1]:.3f}", flush=True)
-            results["ablations"][name] = dict(flag=flag, runs=runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+                if any(r["seed"] == seed for r in entry["runs"]):
+                    print(f"{name} seed {seed}: in {out} already", flush=True)
+                    continue
+                if seed not in batches:
+                    batches[seed] = common_batches(seed, tmp, base, steps)
+                entry["runs"].append(one_run(name, seed, flags, tmp, batches[seed], base, steps))
+                entry["runs"].sort(key=lambda r: r["seed"])
+                save()
+                run = next(r for r in entry["runs"] if r["seed"] == seed)
+                print(f"{name} seed {seed}: held-out MLM loss {run['evals'][-1][1]:.3f}", flush=True)
+    results["complete"] = True
+    save()
     print(f"wrote {out}")
 
 
