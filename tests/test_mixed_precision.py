@@ -86,6 +86,26 @@ def test_linear_in_half_precision_keeps_float32_outside():
     np.testing.assert_array_equal(half[2], ref[2])   # the bias gradient is a float32 sum of dy itself
 
 
+def test_attention_in_half_precision_rounds_its_products_and_keeps_float32_outside():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, 3, 9, 8)).astype(np.float16) for _ in range(3))   # float16 values
+    mask = np.ones((2, 9), dtype=np.int64)
+    mask[1, 6:] = 0
+    bias = L.attention_mask_bias(mask, np.float32)
+    dout = rng.normal(size=(2, 3, 9, 8)).astype(np.float32)
+    out32, c32 = L.attention_forward(*(a.astype(np.float32) for a in (q, k, v)), bias)
+    out16, c16 = L.attention_forward(q, k, v, bias)
+    assert out16.dtype == c16.probs.dtype == np.float32 and c16.probs_d.dtype == np.float16
+    # the second product takes P rounded to float16, and its result is rounded once more
+    np.testing.assert_array_equal(out16, L.half_matmul(c16.probs_d, v).astype(np.float32))
+    err = np.abs(out16 - out32).max() / np.abs(out32).max()
+    assert 1e-5 < err < 4 * F16_EPS                  # float16 roundings, nothing more
+    for r, h in zip(L.attention_backward(dout, c32), L.attention_backward(dout, c16)):
+        assert h.dtype == np.float32 and h.shape == r.shape
+        err = np.abs(h - r).max() / np.abs(r).max()
+        assert 1e-5 < err < 8 * F16_EPS, err
+
+
 # ------------------------------------------------------------------ whole model
 @pytest.fixture(scope="module")
 def tiny():

@@ -42,9 +42,10 @@ class BertModel:
         device: "cpu" (NumPy) or "cuda" (CuPy).
         mixed_precision: run every linear layer's products in float16
             (``ops.half_matmul``) against a float16 copy of the weights,
-            refreshed from the float32 master weights at each forward;
-            everything else (embeddings, LayerNorm, GELU, softmax, the
-            losses, the gradients, AdamW) stays float32.  Fast on a GPU's
+            refreshed from the float32 master weights at each forward, and
+            attention's products on float16 operands; everything else
+            (embeddings, LayerNorm, GELU, softmax, the losses, the
+            gradients, AdamW) stays float32.  Fast on a GPU's
             tensor cores; on the CPU the same numbers, emulated more slowly.
             Train it with a loss scale (``backward(loss_scale=...)`` and
             ``optim.LossScaler``): small gradients underflow in float16.

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..ops.common import get_array_module
+from ..ops.linear import to_half
 from .params import ParamSpec
 
 QKV = ("query", "key", "value")
@@ -266,6 +269,8 @@ def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train,
     xp = get_array_module(x)
     # self-attention: one product gives Q, K and V
     qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias)                  # (B, T, 3H)
+    if w.qkv.weight.dtype == np.float16:
+        qkv = to_half(qkv)     # mixed precision: attention's products take float16 operands too
     # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
     # block is contiguous: the batched products of attention then run at full speed
     q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, Dh).transpose(2, 0, 3, 1, 4))

@@ -12,6 +12,7 @@ import numpy as np
 from .activations import softmax_backward, softmax_forward
 from .common import require
 from .dropout import dropout_backward, dropout_forward
+from .linear import half_matmul, to_half
 
 
 class AttentionCache(NamedTuple):
@@ -20,7 +21,7 @@ class AttentionCache(NamedTuple):
     k: object            # (B, A, T, D)
     v: object            # (B, A, T, D)
     probs: object        # (B, A, T, T) softmax of the scores
-    probs_d: object      # probs after dropout (probs itself without dropout)
+    probs_d: object      # probs after dropout (probs itself without dropout; float16 in mixed precision)
     drop_mask: object    # None, or (B, A, T, T): 0 or 1/(1-p) per probability (dropout's own mask)
     scale: float         # 1 / sqrt(D)
     dead: object         # (B,) bool: sequences whose every key is masked, or None
@@ -54,6 +55,15 @@ def dead_sequences(mask_bias):
     return dead if bool(dead.any()) else None
 
 
+def product(a, b):
+    """a @ b over the last two axes.  Float16 operands (mixed precision) are multiplied as a GPU's
+    tensor cores do, float32 sums rounded to float16 (``half_matmul``), and the result widened to
+    float32 for the softmax and the gradients around it."""
+    if a.dtype == np.float16:
+        return half_matmul(a, b).astype(np.float32)
+    return a @ b
+
+
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     """Scaled dot-product attention for all heads at once.
 
@@ -62,15 +72,20 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
         P = softmax(S) over the keys, then dropout
         out = P v                            (B, A, T, D)
     Returns (out, ``AttentionCache``).
+
+    In mixed precision q, k and v come in float16: both products take float16 operands
+    (P rounded to float16 for the second), and S, the softmax and the dropout stay float32.
     """
     check_attention(q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = (q @ k.swapaxes(-1, -2)) * scale
+    scores = product(q, k.swapaxes(-1, -2)) * scale
     if mask_bias is not None:
         scores += mask_bias
     probs, _ = softmax_forward(scores, axis=-1)
     probs_d, mask = dropout_forward(probs, dropout_p, rng, train)
-    out = probs_d @ v
+    if q.dtype == np.float16:
+        probs_d = to_half(probs_d)
+    out = product(probs_d, v)
     return out, AttentionCache(q, k, v, probs, probs_d, mask, scale, dead_sequences(mask_bias))
 
 
@@ -79,7 +94,8 @@ def attention_backward(dout, cache):
 
         dv = P'^T dout;  dP' = dout v^T;  dS = softmax'(dropout'(dP')) / sqrt(D)
         dq = dS k;       dk = dS^T q
-    The mask bias is a constant, so it only acts through the softmax.
+    The mask bias is a constant, so it only acts through the softmax.  In mixed precision
+    (float16 q, k, v) the products take dout and dS rounded to float16, as the forward's did.
 
     One corner case: in a sequence whose keys are all masked, every score is
     q.k/sqrt(D) plus the most negative float, and in floating point that sum
@@ -90,13 +106,16 @@ def attention_backward(dout, cache):
     differences do not see.)
     """
     q, k, v = cache.q, cache.k, cache.v
-    dv = cache.probs_d.swapaxes(-1, -2) @ dout
-    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), cache.drop_mask)
+    operand = to_half if q.dtype == np.float16 else (lambda a: a)
+    dout = operand(dout)
+    dv = product(cache.probs_d.swapaxes(-1, -2), dout)
+    dprobs = dropout_backward(product(dout, v.swapaxes(-1, -2)), cache.drop_mask)
     dscores = softmax_backward(dprobs, (cache.probs, -1)) * cache.scale
     if cache.dead is not None:
         dscores[cache.dead] = 0
-    dq = dscores @ k
-    dk = dscores.swapaxes(-1, -2) @ q
+    dscores = operand(dscores)
+    dq = product(dscores, k)
+    dk = product(dscores.swapaxes(-1, -2), q)
     return dq, dk, dv
 
 

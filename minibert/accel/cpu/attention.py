@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ... import ops as ref
 from ...ops.attention import AttentionCache, check_attention, dead_sequences
 from ..blas import matmul
 from ..pool import for_rows
@@ -89,7 +90,10 @@ def attention_dscores(dprobs, probs, mask, scale, dead):
 
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     """``ops.attention_forward`` for float32: the B*A small products spread over the cores (one
-    BLAS thread each), then scale, mask, softmax and dropout in one pass over row blocks."""
+    BLAS thread each), then scale, mask, softmax and dropout in one pass over row blocks.
+    Mixed precision's float16 q, k, v take the reference's steps (the products emulated)."""
+    if q.dtype == np.float16:
+        return ref.attention_forward(q, k, v, mask_bias, dropout_p, rng, train)
     check_attention(q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1])
     probs, probs_d, mask = attention_probs(matmul(q, k.swapaxes(-1, -2)), scale, mask_bias, dropout_p,
@@ -101,6 +105,8 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
 def attention_backward(dout, cache):
     """``ops.attention_backward`` for float32: dropout and softmax backward in one pass per row block."""
     q, k, v = cache.q, cache.k, cache.v
+    if q.dtype == np.float16:
+        return ref.attention_backward(dout, cache)
     dv = matmul(cache.probs_d.swapaxes(-1, -2), dout)
     dscores = attention_dscores(matmul(dout, v.swapaxes(-1, -2)), cache.probs, cache.drop_mask,
                                 cache.scale, cache.dead)

@@ -24,7 +24,8 @@ and by the number of kernel launches, so each formula here is one kernel:
 ``attention_*``       scale, mask bias, softmax and dropout (its uniforms
                       computed in place from the key, as above) in one kernel per
                       score row; the backward's dropout and softmax Jacobian in
-                      one more
+                      one more; in mixed precision the four products on float16
+                      operands (tensor cores), the kernels in float32
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
 ``softmax_cross_*``   the reference, less its one read of a count: the mean divides by it on the device
 ====================  ==============================================================
@@ -51,6 +52,7 @@ from ...ops.attention import check_attention
 from ...ops.common import get_array_module
 from ...constants import IGNORE_INDEX
 from ...ops.layernorm import LayerNormCache, check_layernorm
+from ...ops.linear import to_half
 from ...ops.loss import check_cross_entropy, mean_nll
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
@@ -178,7 +180,7 @@ class AttentionCache(NamedTuple):
     k: object
     v: object
     probs: object        # (B, A, T, T) softmax of the scores
-    probs_d: object      # probs after dropout (probs itself without dropout)
+    probs_d: object      # probs after dropout (probs itself without dropout; float16 in mixed precision)
     keep: object         # None, or (B, A, T, T) uint8: 1 where dropout kept a probability (a quarter
                          # of the memory of the reference's multipliers)
     inv_keep: float      # 1 / (1 - p), what a kept probability was multiplied by
@@ -186,16 +188,23 @@ class AttentionCache(NamedTuple):
     dead: object         # (B,) bool: sequences whose every key is masked, or None
 
 
+def product(a, b):
+    """``ops.attention.product`` with the GPU's own float16 product (tensor cores)."""
+    return half_matmul(a, b).astype(np.float32) if a.dtype == np.float16 else a @ b
+
+
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
-    """``ops.attention_forward``: the products by cuBLAS, scale, mask, softmax and dropout in one
-    kernel per score row."""
+    """``ops.attention_forward``: the products by cuBLAS (float16 operands in mixed precision),
+    scale, mask, softmax and dropout in one float32 kernel per score row."""
     check_attention(q, k, v)
     xp = get_array_module(q)
     q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1])
-    probs, probs_d, keep, inv_keep = attention_probs(q @ k.swapaxes(-1, -2), scale, mask_bias,
+    probs, probs_d, keep, inv_keep = attention_probs(product(q, k.swapaxes(-1, -2)), scale, mask_bias,
                                                      dropout_p, rng, train)
-    out = probs_d @ v
+    if q.dtype == np.float16:
+        probs_d = to_half(probs_d)
+    out = product(probs_d, v)
     return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_on_device(mask_bias))
 
 
@@ -212,10 +221,12 @@ def dead_on_device(mask_bias):
 def attention_backward(dout, cache):
     """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
     q, k, v = cache.q, cache.k, cache.v
-    dv = cache.probs_d.swapaxes(-1, -2) @ dout
-    dscores = attention_dscores(dout @ v.swapaxes(-1, -2), cache.probs, cache.keep, cache.inv_keep,
-                                cache.scale, cache.dead)
-    return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
+    operand = to_half if q.dtype == np.float16 else (lambda a: a)
+    dout = operand(dout)
+    dv = product(cache.probs_d.swapaxes(-1, -2), dout)
+    dscores = operand(attention_dscores(product(dout, v.swapaxes(-1, -2)), cache.probs, cache.keep,
+                                        cache.inv_keep, cache.scale, cache.dead))
+    return product(dscores, k), product(dscores.swapaxes(-1, -2), q), dv
 
 
 def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
