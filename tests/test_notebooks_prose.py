@@ -788,6 +788,64 @@ def claims_10(outputs):
     assert int(k) > float(estimate), "'a little above section 5's estimate'"
     yield f"The scale that first fits is a little above section 5's $2^{{{estimate}}}$"
 
+    # on a GPU: the H200's steps, float32 against mixed precision (section 8)
+    yield from claims_10_gpu(outputs)
+
+
+GPU_SIZES = (("tiny", 128), ("mini", 128), ("small", 128), ("base", 128), ("small", 512), ("base", 512))
+
+
+def claims_10_gpu(outputs):
+    t = output_with(outputs, "speed-up: float32 ms / mixed ms")
+    (fold,) = numbers(t, r"float16 on the tensor cores \d+ TFLOP/s, (\d+) times as fast")
+    cols = ("mb32", "mbmx", "mb_up", "pt32", "ptmx", "pt_up", "r32", "rmx")
+    r = {}
+    for preset, T in GPU_SIZES:
+        values = numbers(t, rf"^{preset}\s+{T}\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}\s+{NUM}$")
+        r[preset, T] = dict(zip(cols, values))
+    f = lambda size, key: float(r[size][key])
+    tiny, mini, small, base128, small512, base512 = (r[s] for s in GPU_SIZES)
+    small_sizes = GPU_SIZES[:3]
+
+    assert all(f(s, "mb_up") < int(fold) / 2 and f(s, "pt_up") < int(fold) / 2 for s in GPU_SIZES), \
+        "'no step comes near that many times faster'"
+    yield f"The tensor cores multiply {fold} times as fast as float32 does, but no step comes near {fold} times faster"
+    assert f(("base", 128), "mb_up") > 1.5 and f(("base", 512), "mb_up") > 1.5, "'mixed precision pays' at base"
+    yield (f"minibert's step is {base128['mb_up']}x as fast at `base`, 128 and {base512['mb_up']}x at `base`, 512 "
+           f"(PyTorch's {base128['pt_up']}x and {base512['pt_up']}x)")
+    assert f(("mini", 128), "mb_up") < 1, "'minibert's mini step gets slower'"
+    yield f"minibert's `mini` step gets slower ({mini['mb32']} to {mini['mbmx']} ms, {mini['mb_up']}x)"
+    assert all(f(s, "pt_up") < 1 for s in small_sizes), "'PyTorch's autocast step is slower ... at all three'"
+    yield ("PyTorch's autocast step is slower than its float32 step at all three small sizes "
+           f"({tiny['pt_up']}x, {mini['pt_up']}x, {small['pt_up']}x)")
+    assert f(("tiny", 128), "mb_up") > 1 and f(("tiny", 128), "mb32") > f(("mini", 128), "mb32"), \
+        "'tiny's float32 step took longer than mini's'"
+    yield f"minibert's {tiny['mb_up']}x at `tiny` is not the tensor cores' doing either"
+    yield f"float32 step ({tiny['mb32']} ms) took longer than `mini`'s ({mini['mb32']} ms)"
+    at_128 = [r[s]["rmx"] for s in GPU_SIZES[:4]]
+    assert all(float(x) < 1 for x in at_128), "'at seq-len 128 minibert's mixed step is the faster of the two'"
+    yield "minibert's mixed step is the faster of the two ({} to {} of PyTorch's time)".format(*span(at_128))
+    assert all(f(s, "rmx") > 1.5 * f(s, "r32") for s in GPU_SIZES[4:]), "'though ... only ... apart'"
+    yield (f"At 512 it takes {small512['rmx']} (`small`) and {base512['rmx']} (`base`) times as long, though "
+           f"their float32 steps are only {small512['r32']} and {base512['r32']} apart")
+
+    t = output_with(outputs, "its products alone at the ceilings")
+    est = {}
+    for preset, T in GPU_SIZES:
+        share, linear, attention, step = numbers(
+            t, rf"^{preset}\s+{T}\s+(\d+)%\s+{NUM}\s+{NUM}\s+{NUM}$")
+        est[preset, T] = dict(share=share, linear=linear, attention=attention, step=step)
+    s512, b512 = est["small", 512], est["base", 512]
+    assert all(10 <= int(e["share"]) <= 13 for e in (s512, b512)), "'a tenth of the arithmetic'"
+    yield f"a tenth of the arithmetic ({s512['share']}% for `small`, {b512['share']}% for `base`)"
+    assert all(float(e["attention"]) > float(e["linear"]) for e in (s512, b512)), "'more time than ... together'"
+    yield (f"{s512['attention']} against {s512['linear']} ms for `small`, "
+           f"{b512['attention']} against {b512['linear']} ms for `base`")
+    assert all(float(e["attention"]) + float(e["linear"]) < float(e["step"]) / 4 for e in (s512, b512)), \
+        "'even both together are a small part of the measured mixed step'"
+    assert b512["step"] == base512["mbmx"]
+    yield f"a small part of the measured mixed step ({b512['step']} ms for `base`, 512)"
+
 
 # ------------------------------------------------------------------ 11 data parallelism
 def claims_11(outputs):
@@ -881,6 +939,44 @@ def claims_05(outputs):
 
 
 CLAIMS["05_next_sentence.ipynb"] = claims_05
+
+
+def claims_07(outputs):
+    # the H200's float32 step table: ms per step, minibert / PyTorch, MFU
+    t = output_with(outputs, "the ceiling of each process's MFU")
+    cols = ("gflop", "minibert", "eager", "sdpa", "r_eager", "r_sdpa", "u_minibert", "u_eager", "u_sdpa")
+    r = {}
+    for preset, T in GPU_SIZES:
+        values = numbers(t, rf"^{preset}\s+{T}\s+(\d+)\s+" + r"\s+".join([NUM] * 5) + r"\s+"
+                         + r"\s+".join([NUM + "%"] * 3) + "$")
+        r[preset, T] = dict(zip(cols, values))
+    f = lambda size, key: float(r[size][key])
+    tiny, mini, small, base128, small512, base512 = (r[s] for s in GPU_SIZES)
+    forms = ("minibert", "eager", "sdpa")
+
+    growth = f(("small", 128), "gflop") / f(("tiny", 128), "gflop")
+    assert all(f(("small", 128), k) / f(("tiny", 128), k) < growth / 4 for k in forms), "'the time by far less'"
+    yield f"grows from {tiny['gflop']} to {small['gflop']} GFLOP, and the time by far less"
+    yield (f"minibert's step goes from {tiny['minibert']} to {small['minibert']} ms, PyTorch eager's from "
+           f"{tiny['eager']} to {small['eager']}, SDPA's from {tiny['sdpa']} to {small['sdpa']}")
+    assert all(f(("tiny", 128), "u_" + k) < 10 for k in forms), "'only' a few per cent at tiny"
+    yield (f"At `tiny` the GPU turns only {tiny['u_minibert']}% (minibert), {tiny['u_eager']}% (eager) and "
+           f"{tiny['u_sdpa']}% (SDPA) of its ceiling")
+    assert f(("tiny", 128), "minibert") > f(("mini", 128), "minibert"), "'tiny took longer than mini'"
+    yield f"took longer here ({tiny['minibert']} ms) than `mini`'s ({mini['minibert']} ms)"
+    assert all(f(("base", 512), "u_" + k) > 60 for k in forms), "large steps are product-bound"
+    yield (f"minibert turns {base512['u_minibert']}% of the ceiling into the model's products, PyTorch "
+           f"{base512['u_eager']}% (eager) and {base512['u_sdpa']}% (SDPA)")
+    yield f"step takes {tiny['r_eager']} times as long as PyTorch eager's"
+    middle = [r[s]["r_eager"] for s in GPU_SIZES[1:4]]
+    assert all(abs(float(x) - 1) <= 0.1 for x in middle), "'within a tenth of each other'"
+    yield "within a tenth of each other ({}, {}, {})".format(*middle)
+    assert min(f(s, "r_eager") for s in GPU_SIZES[4:]) > max(map(float, middle)), "'the gap opens again'"
+    yield f"opens again ({small512['r_eager']} for `small`, {base512['r_eager']} for `base`)"
+    assert all(f(s, "sdpa") < min(f(s, "eager"), f(s, "minibert")) for s in GPU_SIZES[4:]), "'SDPA ... fastest'"
+
+
+CLAIMS["07_gpu_with_cupy.ipynb"] = claims_07
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
 def test_prose_quotes_the_outputs(name):
