@@ -40,10 +40,9 @@ class BertModel:
         seed: fixes the initial weights and the dropout masks.
         dtype: "float32" (default) or "float64" (for checks).
         device: "cpu" (NumPy) or "cuda" (CuPy).
-        mixed_precision: run every linear layer's products in float16
-            (``ops.half_matmul``) against a float16 copy of the weights,
-            refreshed from the float32 master weights at each forward, and
-            attention's products on float16 operands; everything else
+        mixed_precision: the products of every linear layer (against a float16
+            copy of the float32 master weights, made at each forward) and of
+            attention in float16 (``ops.half_matmul``); everything else
             (embeddings, LayerNorm, GELU, softmax, the losses, the
             gradients, AdamW) stays float32.  Fast on a GPU's
             tensor cores; on the CPU the same numbers, emulated more slowly.
