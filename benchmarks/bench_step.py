@@ -474,7 +474,9 @@ def profile(args):
     batch, _ = make_batch(cfg, args.batch, args.seq_len)
     # minibert's kernels (and their malloc setting), as the command line and the trainer run them
     model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device,
-                                  kernels="fast")
+                                  kernels="fast", mixed_precision=args.mixed_precision)
+    # mixed precision: a constant loss scale of 1 (the profile times the work; the loss scaler's own
+    # bookkeeping is a few single-number operations)
     skip = {"attention_mask_bias", "split_heads", "merge_heads", "adamw_update"}   # (AdamW.step below)
     for name in ops.OPS:
         if name in skip:
@@ -495,7 +497,7 @@ def profile(args):
         sync()
         t0 = time.perf_counter()
         model.forward(**batch, train=True)
-        model.backward()
+        model.backward(**({"loss_scale": 1.0} if args.mixed_precision else {}))
         opt.step()
         sync()
         if i >= args.warmup:
@@ -503,7 +505,8 @@ def profile(args):
     total = sum(step_times) / args.reps
     rows = sorted(((v / args.reps, k) for k, v in totals.items()), reverse=True)
     rows.append((total - sum(v for v, _ in rows), "glue in model/ (gathers, residual adds, reshapes)"))
-    print(f"# minibert {args.profile}, {args.device}, T={args.seq_len}, B={args.batch}, {args.dtype}, "
+    precision = "mixed float16 (float32 master weights)" if args.mixed_precision else args.dtype
+    print(f"# minibert {args.profile}, {args.device}, T={args.seq_len}, B={args.batch}, {precision}, "
           f"{args.threads} threads: {1e3 * total:.1f} ms per step (mean of {args.reps})")
     print("| function | ms / step | % |")
     print("|---|---:|---:|")

@@ -28,6 +28,13 @@ def test_bench_step_profile_smoke_accounts_for_the_step():
                           "--vocab-size", "500"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "layernorm_forward" in res.stdout and "AdamW.step" in res.stdout and "glue in model/" in res.stdout
+    assert ", float32, " in res.stdout.splitlines()[0]
+    mixed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--profile", "tiny",
+                            "--batch", "2", "--seq-len", "16", "--reps", "1", "--warmup", "1",
+                            "--vocab-size", "500", "--mixed-precision"], capture_output=True, text=True, timeout=300)
+    assert mixed.returncode == 0, mixed.stderr[-2000:]
+    assert "mixed float16 (float32 master weights)" in mixed.stdout.splitlines()[0]
+    assert "linear fwd W(" in mixed.stdout and "attention_backward" in mixed.stdout
 
 
 def test_bench_step_smoke_in_mixed_precision():
