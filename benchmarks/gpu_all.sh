@@ -7,11 +7,13 @@
 #   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched);
 #   5. pretrain's step against the bare step (bench_loop.py): mini 128 x 128 in both precisions,
 #      base 64 x 128 mixed;
-#   6. where a step goes (bench_step.py --profile): small at 512 and tiny at 128, both precisions.
+#   6. where a step goes (bench_step.py --profile): small at 512 and tiny at 128, both precisions;
+#   7. where a step stops being launch-bound (bench_sweep.py): tiny, mini, small x batch 8, 32, 128
+#      x seq-len 128, 512, both precisions, one process each.
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
-#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile) runs those parts alone, so that
+#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ mkdir -p "$OUT"
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
 reps=${REPS:-$reps}; rounds=${ROUNDS:-$rounds}    # or set by hand: REPS=10 ROUNDS=1
-ONLY=${ONLY:-tests steps ladder notebooks loop profile}
+ONLY=${ONLY:-tests steps ladder notebooks loop profile sweep}
 part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -79,4 +81,11 @@ part profile && for setting in "small 512" "tiny 128"; do
     $PY benchmarks/bench_step.py --device cuda --profile "$1" --seq-len "$2" $flag > "$OUT/$name.md" 2>&1
     head -12 "$OUT/$name.md"
   done
+done
+
+part sweep && for flag in "" "--mixed-precision"; do
+  name="sweep${flag:+_mixed}"
+  echo "== sweep ${flag:-float32}"
+  $PY benchmarks/bench_sweep.py --device cuda $flag --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+  cat "$OUT/$name.md"
 done

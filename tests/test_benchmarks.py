@@ -37,6 +37,20 @@ def test_bench_step_profile_smoke_accounts_for_the_step():
     assert "linear fwd W(" in mixed.stdout and "attention_backward" in mixed.stdout
 
 
+def test_bench_sweep_smoke_times_each_shape(tmp_path):
+    out = tmp_path / "sweep.json"
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_sweep.py"), "--smoke", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "| tiny | 1 | 16 |" in res.stdout and "| tiny | 4 | 16 |" in res.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["batch"], r["seq_len"]) for r in rows] == [(1, 16), (4, 16)]
+    assert all(r["step_ms"] > 0 and 0 < r["mfu"] < 1 for r in rows)
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_sweep.py"), "--seq-lens", "1024"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "sequence lengths up to 512" in bad.stderr
+
+
 def test_bench_step_smoke_in_mixed_precision():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--smoke",
                           "--mixed-precision", "--forms", "minibert", "torch-gathered"],
