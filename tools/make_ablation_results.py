@@ -103,9 +103,10 @@ def main(argv=None) -> None:
     same = ("recipe", "steps", "seeds", "columns")
     if args.resume and out.exists():
         old = json.loads(out.read_text(encoding="utf-8"))
-        if any(old.get(k) != results[k] for k in same):
-            differs = ", ".join(k for k in same if old.get(k) != results[k])
-            p.error(f"{out} holds runs of another recipe ({differs} differ): move it away, or run without --resume")
+        differs = [k for k in same if old.get(k) != results[k]]
+        if differs:
+            p.error(f"{out} holds runs of another recipe ({', '.join(differs)} differ): move it away, "
+                    "or run without --resume")
         results["ablations"] = old["ablations"]
 
     def save():
@@ -127,10 +128,10 @@ def main(argv=None) -> None:
                     continue
                 if seed not in batches:
                     batches[seed] = common_batches(seed, tmp, base, steps)
-                entry["runs"].append(one_run(name, seed, flags, tmp, batches[seed], base, steps))
+                run = one_run(name, seed, flags, tmp, batches[seed], base, steps)
+                entry["runs"].append(run)
                 entry["runs"].sort(key=lambda r: r["seed"])
                 save()
-                run = next(r for r in entry["runs"] if r["seed"] == seed)
                 print(f"{name} seed {seed}: held-out MLM loss {run['evals'][-1][1]:.3f}", flush=True)
     results["complete"] = True
     save()

@@ -55,6 +55,12 @@ def dead_sequences(mask_bias):
     return dead if bool(dead.any()) else None
 
 
+def operand(a, like):
+    """``a`` as a product's operand in ``like``'s precision: rounded to float16 in mixed precision
+    (``like`` float16), else as it is."""
+    return to_half(a) if like.dtype == np.float16 else a
+
+
 def product(a, b):
     """a @ b over the last two axes.  Float16 operands (mixed precision) are multiplied as a GPU's
     tensor cores do, float32 sums rounded to float16 (``half_matmul``), and the result widened to
@@ -83,8 +89,7 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
         scores += mask_bias
     probs, _ = softmax_forward(scores, axis=-1)
     probs_d, mask = dropout_forward(probs, dropout_p, rng, train)
-    if q.dtype == np.float16:
-        probs_d = to_half(probs_d)
+    probs_d = operand(probs_d, q)
     out = product(probs_d, v)
     return out, AttentionCache(q, k, v, probs, probs_d, mask, scale, dead_sequences(mask_bias))
 
@@ -106,14 +111,13 @@ def attention_backward(dout, cache):
     differences do not see.)
     """
     q, k, v = cache.q, cache.k, cache.v
-    operand = to_half if q.dtype == np.float16 else (lambda a: a)
-    dout = operand(dout)
+    dout = operand(dout, q)
     dv = product(cache.probs_d.swapaxes(-1, -2), dout)
     dprobs = dropout_backward(product(dout, v.swapaxes(-1, -2)), cache.drop_mask)
     dscores = softmax_backward(dprobs, (cache.probs, -1)) * cache.scale
     if cache.dead is not None:
         dscores[cache.dead] = 0
-    dscores = operand(dscores)
+    dscores = operand(dscores, q)
     dq = product(dscores, k)
     dk = product(dscores.swapaxes(-1, -2), q)
     return dq, dk, dv

@@ -48,11 +48,10 @@ import numpy as np
 
 from ... import ops as ref
 from ...ops.activations import GeluCache
-from ...ops.attention import check_attention
+from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
 from ...constants import IGNORE_INDEX
 from ...ops.layernorm import LayerNormCache, check_layernorm
-from ...ops.linear import to_half
 from ...ops.loss import check_cross_entropy, mean_nll
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
@@ -202,8 +201,7 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     scale = 1.0 / math.sqrt(q.shape[-1])
     probs, probs_d, keep, inv_keep = attention_probs(product(q, k.swapaxes(-1, -2)), scale, mask_bias,
                                                      dropout_p, rng, train)
-    if q.dtype == np.float16:
-        probs_d = to_half(probs_d)
+    probs_d = operand(probs_d, q)
     out = product(probs_d, v)
     return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_on_device(mask_bias))
 
@@ -221,11 +219,10 @@ def dead_on_device(mask_bias):
 def attention_backward(dout, cache):
     """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
     q, k, v = cache.q, cache.k, cache.v
-    operand = to_half if q.dtype == np.float16 else (lambda a: a)
-    dout = operand(dout)
+    dout = operand(dout, q)
     dv = product(cache.probs_d.swapaxes(-1, -2), dout)
     dscores = operand(attention_dscores(product(dout, v.swapaxes(-1, -2)), cache.probs, cache.keep,
-                                        cache.inv_keep, cache.scale, cache.dead))
+                                        cache.inv_keep, cache.scale, cache.dead), q)
     return product(dscores, k), product(dscores.swapaxes(-1, -2), q), dv
 
 
