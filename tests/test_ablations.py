@@ -376,3 +376,55 @@ def test_the_ablation_tool_refuses_to_resume_another_recipe(monkeypatch, tmp_pat
         tool.main(["--steps", "30", "--seeds", "1", "--out", str(out), "--resume"])
     assert "holds runs of another recipe (recipe, steps differ)" in capsys.readouterr().err
     assert out.read_text() == before
+
+
+def test_the_ablation_tool_splits_over_processes_and_joins_the_parts(monkeypatch, tmp_path, capsys):
+    """--only runs one ablation into a file of its own; --merge joins such files into the whole file,
+    equal to one job's, and refuses a part made with another recipe."""
+    argv = ["--steps", "20", "--seeds", "2"]
+    tool, _ = _ablation_tool(monkeypatch, [])
+    tool.main(argv + ["--out", str(tmp_path / "whole.json")])
+    names = list(tool.ABLATIONS)
+    parts = []
+    for i in range(0, len(names), 2):
+        calls = []
+        tool, _ = _ablation_tool(monkeypatch, calls)
+        parts.append(tmp_path / f"part{i}.json")
+        tool.main(argv + ["--out", str(parts[-1]), "--only", names[i], "--only", names[i + 1]])
+        assert calls == [(n, s) for n in names[i:i + 2] for s in (0, 1)]
+        assert json.loads(parts[-1].read_text())["complete"] is False
+    out = tmp_path / "joined.json"
+    tool.main(argv + ["--out", str(out), "--merge"] + [str(p) for p in parts[:-1]])
+    assert json.loads(out.read_text())["complete"] is False and "not all 12 yet" in capsys.readouterr().out
+    tool.main(argv + ["--out", str(out), "--merge"] + [str(p) for p in parts])
+    assert json.loads(out.read_text()) == json.loads((tmp_path / "whole.json").read_text())
+    tool.main(["--steps", "30", "--seeds", "2", "--out", str(tmp_path / "other.json"), "--only", "default"])
+    with pytest.raises(SystemExit):
+        tool.main(argv + ["--out", str(out), "--merge", str(tmp_path / "other.json")])
+    assert "cannot be joined" in capsys.readouterr().err
+
+
+def test_the_ablation_tool_does_not_record_a_run_a_signal_cut_short(monkeypatch, tmp_path, capsys):
+    """A time limit's SIGTERM makes pretrain stop cleanly and return: such a run is not a result."""
+    import importlib.util
+    from minibert.train.args import RunResult
+    spec = importlib.util.spec_from_file_location(
+        "make_ablation_results", Path(__file__).resolve().parents[1] / "tools" / "make_ablation_results.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ran = []
+
+    def pretrain(args, log):
+        ran.append(args.seed)
+        done = args.seed == 0                     # the second run is cut short at step 7
+        return RunResult(out=tmp_path, step=args.steps if done else 7, stopped_by=None if done else "SIGTERM",
+                         history=[dict(kind="eval", step=0, mlm_loss=9.0)])
+    monkeypatch.setattr(tool, "pretrain", pretrain)
+    monkeypatch.setattr(tool, "evaluate", lambda model, batches: dict(mlm_loss=5.0, mlm_acc=0.2))
+    monkeypatch.setattr(tool, "common_batches", lambda seed, tmp, base, steps: [])
+    out = tmp_path / "ablations.json"
+    with pytest.raises(SystemExit, match="default seed 1: stopped at step 7 of 20 .SIGTERM.; not recorded"):
+        tool.main(["--steps", "20", "--seeds", "2", "--out", str(out)])
+    assert ran == [0, 1]
+    kept = json.loads(out.read_text())
+    assert [r["seed"] for r in kept["ablations"]["default"]["runs"]] == [0] and kept["complete"] is False

@@ -193,6 +193,26 @@ def test_column_sums_on_the_gpu(dtype):
     check_column_sums(cupy, dtype, shapes=((1, 5), (7, 40), (1000, 33), (0, 8), (16384, 512), (608, 30522)))
 
 
+@pytest.mark.parametrize("case", ["q k^T", "P v", "P^T dO", "dS^T q, both transposed", "every other row (copied)",
+                                  "q k^T at T = 512"])
+def test_cublas_batched_float16_products(case):
+    """accel/cuda/gemm.py's direct cuBLAS call against float64, for attention's layouts: float32 sums
+    (in any order: K float32 roundings at most) rounded once to float16 (tests/test_cublas_plan.py
+    checks the plan on the CPU)."""
+    import cupy
+    from test_cublas_plan import make
+    from minibert.accel.cuda import gemm
+    a, b = make(case, cupy.asarray)
+    assert gemm.plan(a, b) is not None
+    got = cupy.asnumpy(gemm.half_matmul(a, b)).astype(np.float64)
+    a64, b64 = (cupy.asnumpy(x).astype(np.float64) for x in (a, b))
+    exact, size = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    assert got.shape == exact.shape
+    sums = a.shape[-1] * 2.0 ** -24 * size                 # float32 sums, any order
+    rounding = 2.0 ** -11 * (np.abs(exact) + sums) + 2.0 ** -24    # one rounding to float16 (or its subnormals)
+    assert np.all(np.abs(got - exact) <= sums + rounding), case
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("train", [False, True])
 def test_fused_attention_matches_the_reference(dtype, train):

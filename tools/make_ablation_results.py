@@ -4,6 +4,9 @@
     python tools/make_ablation_results.py --recipe wikitext-2 --device cuda --data-dir DIR
                                                 # WikiText-2 with mini: a GPU's work (--steps to shorten)
     python tools/make_ablation_results.py ... --resume   # go on where a stopped one left off
+    python tools/make_ablation_results.py ... --only "no NSP" --out part.json   # one ablation, e.g.
+                                                # one per process on a GPU with room for several;
+    python tools/make_ablation_results.py ... --merge part1.json part2.json     # then join them
 
 Every run is ``make demo``'s recipe (``minibert.demo.DEMO``: the built-in corpus, the tiny
 model, 128 sequences of 32 tokens a step) cut to ``STEPS`` steps, with one flag changed. For
@@ -22,6 +25,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +74,9 @@ def common_batches(seed: int, tmp: Path, base: dict, steps: int) -> list:
 def one_run(name: str, seed: int, flags: dict, tmp: Path, batches: list, base: dict, steps: int) -> dict:
     out = tmp / f"{name.replace(' ', '-').replace('%', '')}-{seed}"
     result = pretrain(TrainArgs(out=str(out), **settings(seed, base, steps, **flags)), log=lambda *a: None)
+    if result.step != steps:        # a signal (a time limit's SIGTERM) ends a run early, and cleanly: keep it out
+        sys.exit(f"{name} seed {seed}: stopped at step {result.step} of {steps} ({result.stopped_by or 'why unknown'}); "
+                 "not recorded: --resume runs it again")
     evals = [[_round(e.get(k)) for k in KEEP] for e in result.history if e["kind"] == "eval"]
     common = evaluate(result.model, batches)
     return dict(seed=seed, evals=evals, common=dict(mlm_loss=_round(common["mlm_loss"]),
@@ -90,6 +97,11 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, help="the results file (default: the recipe's, in notebooks/pretrained/)")
     p.add_argument("--resume", action="store_true",
                    help="keep the runs the results file already holds (of the same recipe) and run the rest")
+    p.add_argument("--only", action="append", choices=list(ABLATIONS), metavar="NAME",
+                   help=f"run only this ablation (repeatable; one of: {', '.join(ABLATIONS)})")
+    p.add_argument("--merge", nargs="+", type=Path, metavar="FILE",
+                   help="join the runs of these results files (of the same recipe) into --out; run nothing")
+    p.add_argument("--runs-dir", type=Path, help="keep the run folders here (default: a temporary folder)")
     args = p.parse_args(argv)
     recipe, steps, out = RECIPES[args.recipe]
     steps, out = args.steps or steps, args.out or out
@@ -101,13 +113,20 @@ def main(argv=None) -> None:
     shown = {k: v for k, v in settings(0, base, steps).items() if k not in hidden}
     results = dict(recipe=shown, steps=steps, seeds=seeds, columns=list(KEEP), ablations={}, complete=False)
     same = ("recipe", "steps", "seeds", "columns")
-    if args.resume and out.exists():
-        old = json.loads(out.read_text(encoding="utf-8"))
+    def take(path: Path, hint: str) -> None:
+        """Add the runs of the results file ``path``, refused if it was made with another recipe."""
+        old = json.loads(path.read_text(encoding="utf-8"))
         differs = [k for k in same if old.get(k) != results[k]]
         if differs:
-            p.error(f"{out} holds runs of another recipe ({', '.join(differs)} differ): move it away, "
-                    "or run without --resume")
-        results["ablations"] = old["ablations"]
+            p.error(f"{path} holds runs of another recipe ({', '.join(differs)} differ): {hint}")
+        for name, entry in old["ablations"].items():
+            mine = results["ablations"].setdefault(name, dict(flag=entry["flag"], runs=[]))
+            seen = {r["seed"] for r in mine["runs"]}
+            mine["runs"] = sorted(mine["runs"] + [r for r in entry["runs"] if r["seed"] not in seen],
+                                  key=lambda r: r["seed"])
+
+    if args.resume and out.exists():
+        take(out, "move it away, or run without --resume")
 
     def save():
         # in the order of ABLATIONS whatever order the runs were made in; a stopped job leaves a whole file
@@ -117,10 +136,26 @@ def main(argv=None) -> None:
         part.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
         part.replace(out)
 
+    def whole() -> bool:
+        return all(sorted(r["seed"] for r in results["ablations"].get(n, {}).get("runs", [])) == seeds
+                   for n in ABLATIONS)
+
+    if args.merge:
+        for path in args.merge:
+            take(path, "it cannot be joined to these")
+        results["complete"] = whole()
+        save()
+        print(f"wrote {out}: {sum(len(a['runs']) for a in results['ablations'].values())} runs"
+              + ("" if results["complete"] else f", not all {len(ABLATIONS) * len(seeds)} yet"))
+        return
+
     with tempfile.TemporaryDirectory(prefix="minibert-ablations-") as tmp:
         tmp = Path(tmp)
+        runs_dir = args.runs_dir or tmp
         batches = {}
         for name, (flag, flags) in ABLATIONS.items():
+            if args.only and name not in args.only:
+                continue
             entry = results["ablations"].setdefault(name, dict(flag=flag, runs=[]))
             for seed in seeds:
                 if any(r["seed"] == seed for r in entry["runs"]):
@@ -128,14 +163,16 @@ def main(argv=None) -> None:
                     continue
                 if seed not in batches:
                     batches[seed] = common_batches(seed, tmp, base, steps)
-                run = one_run(name, seed, flags, tmp, batches[seed], base, steps)
+                start = time.perf_counter()
+                run = one_run(name, seed, flags, runs_dir, batches[seed], base, steps)
                 entry["runs"].append(run)
                 entry["runs"].sort(key=lambda r: r["seed"])
                 save()
-                print(f"{name} seed {seed}: held-out MLM loss {run['evals'][-1][1]:.3f}", flush=True)
-    results["complete"] = True
+                print(f"{name} seed {seed}: held-out MLM loss {run['evals'][-1][1]:.3f} "
+                      f"({time.perf_counter() - start:.0f} s)", flush=True)
+    results["complete"] = whole()
     save()
-    print(f"wrote {out}")
+    print(f"wrote {out}" + ("" if results["complete"] else " (not every ablation: --merge joins the others)"))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ and by the number of kernel launches, so each formula here is one kernel:
                       computed in place from the key, as above) in one kernel per
                       score row; the backward's dropout and softmax Jacobian in
                       one more; in mixed precision the four products on float16
-                      operands (tensor cores), the kernels in float32
+                      operands (tensor cores, by ``gemm.py``'s direct cuBLAS call),
+                      the kernels in float32
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
 ``softmax_cross_*``   the reference, less its one read of a count: the mean divides by it on the device
 ====================  ==============================================================
@@ -55,15 +56,11 @@ from ...ops.layernorm import LayerNormCache, check_layernorm
 from ...ops.loss import check_cross_entropy, mean_nll
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
+from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
 from .kernels import applies
 
 
 # --------------------------------------------------------------------------- linear
-def half_matmul(a, b):
-    """``ops.half_matmul`` by cuBLAS itself: float16 operands, float32 sums (tensor cores)."""
-    return a @ b
-
-
 def linear_forward(x, W, b):
     """``ops.linear_forward``, with the GPU's own float16 product in mixed precision."""
     if W.dtype != np.float16:
