@@ -10,8 +10,13 @@ timed; times are medians of --reps calls, each timed with CUDA events.
 
 FLOPs counted: the two products, 4 B A T^2 D per call.
 
+With --products: attention's four matrix products at each preset's shapes instead (batch
+--batch, the preset's heads of 64), float16 by CuPy's ``matmul`` and by ``accel/cuda/gemm.py``'s
+direct cuBLAS call, and float32 by CuPy: where a mixed-precision step's attention time goes.
+
 Usage:
     python benchmarks/bench_attention.py                        # B 32, 12 heads of 64, T 128 and 512
+    python benchmarks/bench_attention.py --products             # tiny, mini, small, base at T 128 and 512
     python benchmarks/bench_attention.py --seq-len 128 --reps 50 --json runs/attention.json
 """
 from __future__ import annotations
@@ -83,6 +88,43 @@ def one_length(B, A, T, D, reps, dtype="float32"):
     return rows
 
 
+def products(B, A, T, D, reps):
+    """ms of the four products of attention's forward and backward, (B, A, T, D) operands, in three ways."""
+    import cupy
+    from minibert.accel.cuda.gemm import half_matmul
+    rng = np.random.default_rng(0)
+    q, k, dout = (cupy.asarray(rng.standard_normal((B, A, T, D)), dtype=cupy.float16) for _ in range(3))
+    p = cupy.asarray(rng.random((B, A, T, T)), dtype=cupy.float16)
+    pairs = {"q k^T": (q, k.swapaxes(-1, -2)), "P v": (p, k), "P^T dO": (p.swapaxes(-1, -2), dout),
+             "dO v^T": (dout, k.swapaxes(-1, -2))}
+    rows = {}
+    for name, (a, b) in pairs.items():
+        a32, b32 = a.astype(cupy.float32), b.astype(cupy.float32)
+        got, want = half_matmul(a, b).astype(cupy.float32), a32 @ b32
+        err = float(cupy.abs(got - want).max() / cupy.abs(want).max())
+        rows[name] = dict(cupy_float16=timed(lambda: a @ b, reps), cublas_float16=timed(lambda: half_matmul(a, b), reps),
+                          cupy_float32=timed(lambda: a32 @ b32, reps), max_rel_error=err)
+    return rows
+
+
+def main_products(args):
+    from minibert.model.config import PRESETS
+    results = {}
+    print(f"attention's products, batch {args.batch}, heads of 64, ms (median of {args.reps})")
+    print("| preset, T | product | CuPy float16 | cuBLAS float16 (gemm.py) | CuPy float32 | CuPy f16 / cuBLAS f16 | max rel err |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for preset, (_, hidden, heads) in PRESETS.items():
+        if preset not in args.presets:
+            continue
+        for T in args.seq_len:
+            rows = products(args.batch, heads, T, hidden // heads, args.reps)
+            results[f"{preset} {T}"] = rows
+            for name, r in rows.items():
+                print(f"| {preset}, {T} | {name} | {r['cupy_float16']:.3f} | {r['cublas_float16']:.3f} | "
+                      f"{r['cupy_float32']:.3f} | {r['cupy_float16'] / r['cublas_float16']:.1f}x | {r['max_rel_error']:.1e} |")
+    return results
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=32)
@@ -91,6 +133,8 @@ def main(argv=None):
     p.add_argument("--seq-len", type=int, nargs="+", default=[128, 512])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    p.add_argument("--products", action="store_true", help="time attention's products at each preset's shapes")
+    p.add_argument("--presets", nargs="+", default=["tiny", "mini", "small", "base"], help="with --products")
     args = p.parse_args(argv)
     reason = gpu_reason()
     if reason:
@@ -98,7 +142,9 @@ def main(argv=None):
               "(tests/test_gpu_kernels_on_cpu.py checks it on the CPU)", file=sys.stderr)
         return 1
     results = {}
-    for T in args.seq_len:
+    if args.products:
+        results = main_products(args)
+    for T in [] if args.products else args.seq_len:
         rows = one_length(args.batch, args.heads, T, args.head_size, args.reps)
         flops = 4 * args.batch * args.heads * T * T * args.head_size
         base = rows.get("torch SDPA", (None,))[0]

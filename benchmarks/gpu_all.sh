@@ -7,13 +7,15 @@
 #   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched);
 #   5. pretrain's step against the bare step (bench_loop.py): mini 128 x 128 in both precisions,
 #      base 64 x 128 mixed;
-#   6. where a step goes (bench_step.py --profile): small at 512 and tiny at 128, both precisions;
+#   6. where a step goes (bench_step.py --profile): small at 512, tiny and mini at 128, both precisions;
 #   7. where a step stops being launch-bound (bench_sweep.py): tiny, mini, small x batch 8, 32, 128
-#      x seq-len 128, 512, both precisions, one process each.
+#      x seq-len 128, 512, both precisions, one process each;
+#   8. attention's four products at every preset's shapes, float16 by CuPy and by gemm.py's direct
+#      cuBLAS call, float32 by CuPy (bench_attention.py --products).
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
-#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep) runs those parts alone, so that
+#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep products) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
 cd "$(dirname "$0")/.."
@@ -23,7 +25,7 @@ mkdir -p "$OUT"
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
 reps=${REPS:-$reps}; rounds=${ROUNDS:-$rounds}    # or set by hand: REPS=10 ROUNDS=1
-ONLY=${ONLY:-tests steps ladder notebooks loop profile sweep}
+ONLY=${ONLY:-tests steps ladder notebooks loop profile sweep products}
 part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -73,7 +75,7 @@ part loop && for setting in "mini 128 float32" "mini 128 mixed" "base 64 mixed";
   tail -4 "$OUT/loop_$1_$3.md"
 done
 
-part profile && for setting in "small 512" "tiny 128"; do
+part profile && for setting in "small 512" "tiny 128" "mini 128"; do
   set -- $setting
   for flag in "" "--mixed-precision"; do
     name="profile_$1_$2${flag:+_mixed}"
@@ -89,3 +91,9 @@ part sweep && for flag in "" "--mixed-precision"; do
   $PY benchmarks/bench_sweep.py --device cuda $flag --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
   cat "$OUT/$name.md"
 done
+
+if part products; then
+echo "== attention's products: CuPy float16, cuBLAS float16 (gemm.py), CuPy float32"
+$PY benchmarks/bench_attention.py --products --reps "$((reps * 2))" --json "$OUT/products.json" > "$OUT/products.md" 2>&1
+cat "$OUT/products.md"
+fi
