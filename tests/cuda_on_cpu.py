@@ -49,6 +49,9 @@ _C_DTYPES = {"float": np.float32, "double": np.float64, "int": np.int32, "long l
 _EK_CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
               "uint64": "unsigned long long", "uint8": "unsigned char", "bool": "bool"}
 _NP_CTYPES = {np.dtype(v): k for k, v in _C_DTYPES.items()}
+# a float16 array goes to a kernel as its bits: minibert's kernels take float16 as unsigned short
+# (added after _NP_CTYPES, which maps the elementwise kernels' dtypes, none of them float16)
+_C_DTYPES["unsigned short"] = np.float16
 
 _PRELUDE = r"""
 #include <ucontext.h>
@@ -86,6 +89,7 @@ static void wait_at(int b) {
 
 static inline void __syncthreads() { emu::wait_at(0); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
 template <class V> static inline V __shfl_xor_sync(unsigned int, V v, int o) {
     const unsigned int t = threadIdx.x, w = t >> 5;
@@ -409,7 +413,7 @@ def fake_cupy():
     """A module to stand in for ``cupy`` while minibert.accel.cuda runs on NumPy arrays."""
     m = types.ModuleType("cupy")
     m.RawKernel, m.ElementwiseKernel, m.ReductionKernel = RawKernel, ElementwiseKernel, ReductionKernel
-    for name in ("empty", "empty_like", "zeros", "ascontiguousarray", "uint8", "float32", "float64",
+    for name in ("empty", "empty_like", "zeros", "ascontiguousarray", "uint8", "float16", "float32", "float64",
                  "int32", "int64"):
         setattr(m, name, getattr(np, name))
     m.asnumpy = np.asarray

@@ -108,9 +108,9 @@ def _cases(concept, xp, dtype, rng):
         bias = ops.attention_mask_bias(xp.asarray(mask), dtype)
         q, k, v = a(B, A, T, D), a(B, A, T, D), a(B, A, T, D)
         out = [((q, k, v, bias, 0.1, _draws(xp, dtype), train), {}, {}) for train in (False, True)]
-        if dtype == "float32":                         # mixed precision: float16 q, k, v
-            out.append(((q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), bias, 0.1,
-                         _draws(xp, dtype), True), {}, {}))
+        if dtype == "float32":                         # mixed precision: float16 q, k, v, with and without dropout
+            out += [((q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), bias, 0.1,
+                      _draws(xp, dtype), train), {}, {}) for train in (False, True)]
         return out
     if concept == "softmax_cross_entropy":
         labels = rng.integers(0, 301, 13)

@@ -193,6 +193,14 @@ def test_column_sums_on_the_gpu(dtype):
     check_column_sums(cupy, dtype, shapes=((1, 5), (7, 40), (1000, 33), (0, 8), (16384, 512), (608, 30522)))
 
 
+def test_float16_conversions_on_the_gpu():
+    """The attention kernels' own float16 reads and writes against NumPy's conversions, on the GPU."""
+    import cupy
+    from test_gpu_kernels_on_cpu import HALF_ROUNDTRIP, check_half_conversions
+    from minibert.accel.cuda import kernels as cuda_kernels
+    check_half_conversions(cupy, cuda_kernels.kernel("half_roundtrip", HALF_ROUNDTRIP, np.float32))
+
+
 @pytest.mark.parametrize("case", ["q k^T", "P v", "P^T dO", "dS^T q, both transposed", "every other row (copied)",
                                   "q k^T at T = 512"])
 def test_cublas_batched_float16_products(case):

@@ -338,6 +338,61 @@ def test_a_batch_without_mlm_labels_launches_no_empty_grid(dtype, kernels, rng):
     assert np.linalg.norm(m.params.grad - g_ref) <= 1e-5 * np.linalg.norm(g_ref)
 
 
+# ------------------------------------------------------------------- float16 in the kernels
+HALF_ROUNDTRIP = r"""
+extern "C" __global__ void half_roundtrip(const unsigned short* h, float* f, const float* x, unsigned short* hx,
+                                          const long long n) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { f[i] = half_to_float(h[i]); hx[i] = float_to_half(x[i]); }
+}
+"""
+
+
+def half_cases():
+    """Every float16, and float32s that test the rounding to float16: each midpoint between two
+    neighbouring float16s (ties go to the even one), a float32 step either side of it, the edges of
+    the range (65504, 65520 and on: inf; the subnormals; float32 subnormals), and random bit patterns."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    pos = np.sort(every[np.isfinite(every) & (every.view(np.uint16) < 0x8000)].astype(np.float64))
+    mid = ((pos[:-1] + pos[1:]) / 2).astype(np.float32)            # exact in float32
+    near = np.concatenate([mid, np.nextafter(mid, np.float32(0)), np.nextafter(mid, np.float32(np.inf))])
+    edges = np.array([0.0, 65504, 65519.996, 65520, 65536, 1e10, np.inf, np.nan, 2.0 ** -24, 2.0 ** -25,
+                      3 * 2.0 ** -26, 2.0 ** -14, 2.0 ** -14 - 2.0 ** -25, 1e-40, 1e-45], np.float32)
+    rand = np.random.default_rng(0).integers(0, 1 << 32, 100_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([near, edges, rand])
+    return every, np.concatenate([x, -x])
+
+
+def check_half_conversions(xp, raw_kernel):
+    """half_to_float on every float16 and float_to_half on half_cases() against NumPy's conversions
+    (the same bits; any NaN for a NaN)."""
+    every, x = half_cases()
+    n = max(every.size, x.size)
+    h = np.zeros(n, np.float16)
+    h[:every.size] = every
+    xs = np.zeros(n, np.float32)
+    xs[:x.size] = x
+    f, hx = xp.empty(n, xp.float32), xp.empty(n, xp.float16)
+    raw_kernel((-(-n // 256),), (256,), (xp.asarray(h), f, xp.asarray(xs), hx, np.int64(n)))
+    f, hx = (a.get() if hasattr(a, "get") else a for a in (f, hx))
+    want = every.astype(np.float32)
+    nan = np.isnan(want)
+    assert np.array_equal(f[:every.size][~nan].view(np.uint32), want[~nan].view(np.uint32))
+    assert np.isnan(f[:every.size][nan]).all()
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    nan = np.isnan(want)
+    got = hx[:x.size]
+    bad = np.flatnonzero(got[~nan].view(np.uint16) != want[~nan].view(np.uint16))
+    assert bad.size == 0, [(float(x[~nan][i]), float(got[~nan][i]), float(want[~nan][i])) for i in bad[:5]]
+    assert np.isnan(got[nan]).all()
+
+
+def test_the_kernels_convert_float16_as_numpy_does(kernels):
+    check_half_conversions(np, cuda_on_cpu.fake_cupy().RawKernel(
+        cuda_source.REDUCE.replace("CTYPE", "float") + HALF_ROUNDTRIP, "half_roundtrip"))
+
+
 # ------------------------------------------------------------------- the CUDA compiler
 @pytest.mark.skipif(cuda_on_cpu.nvcc() is None, reason="no nvcc (CUDA toolkit) on this machine")
 @pytest.mark.parametrize("ctype", ["float", "double"])
@@ -346,7 +401,8 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     import subprocess
     elementwise = cuda_kernels.elementwise()
     parts = [cuda_source.REDUCE.replace("CTYPE", ctype), cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD,
-             cuda_source.ATTENTION_FWD, cuda_source.ATTENTION_BWD, cuda_source.COLSUM]
+             cuda_source.typed(cuda_source.ATTENTION_FWD, False), cuda_source.typed(cuda_source.ATTENTION_BWD, False),
+             cuda_source.COLSUM]
     for k in elementwise.values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
@@ -359,3 +415,14 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     for name in ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
                  "minibert_gelu_fwd", "colsum_part", "colsum_finish"):
         assert f".entry {name}(" in ptx, name
+    if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
+        half = tmp_path / "half.cu"
+        half.write_text("\n".join([cuda_source.REDUCE.replace("CTYPE", ctype), HALF_ROUNDTRIP,
+                                   cuda_source.typed(cuda_source.ATTENTION_FWD, True),
+                                   cuda_source.typed(cuda_source.ATTENTION_BWD, True)]))
+        done = subprocess.run([cuda_on_cpu.nvcc(), "--ptx", "-arch=sm_80", "--std=c++14", str(half),
+                               "-o", str(tmp_path / "half.ptx")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        ptx = (tmp_path / "half.ptx").read_text()
+        for name in ("attention_fwd", "attention_bwd", "half_roundtrip"):
+            assert f".entry {name}(" in ptx, name

@@ -26,7 +26,8 @@ and by the number of kernel launches, so each formula here is one kernel:
                       score row; the backward's dropout and softmax Jacobian in
                       one more; in mixed precision the four products on float16
                       operands (tensor cores, by ``gemm.py``'s direct cuBLAS call),
-                      the kernels in float32
+                      and the kernels read the float16 product before them and
+                      write the float16 operand after them, computing in float32
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
 ``softmax_cross_*``   the reference, less its one read of a count: the mean divides by it on the device
 ====================  ==============================================================
@@ -189,16 +190,22 @@ def product(a, b):
     return half_matmul(a, b).astype(np.float32) if a.dtype == np.float16 else a @ b
 
 
+def raw_product(a, b):
+    """a @ b as the kernels take it: in mixed precision the float16 product, not widened (the kernel
+    reads float16 and computes in float32, as ``product`` followed by the reference's kernel would)."""
+    return half_matmul(a, b) if a.dtype == np.float16 else a @ b
+
+
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     """``ops.attention_forward``: the products by cuBLAS (float16 operands in mixed precision),
-    scale, mask, softmax and dropout in one float32 kernel per score row."""
+    scale, mask, softmax and dropout in one float32 kernel per score row, which in mixed precision
+    reads the float16 scores and writes the float16 operand of the second product itself."""
     check_attention(q, k, v)
     xp = get_array_module(q)
     q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1])
-    probs, probs_d, keep, inv_keep = attention_probs(product(q, k.swapaxes(-1, -2)), scale, mask_bias,
+    probs, probs_d, keep, inv_keep = attention_probs(raw_product(q, k.swapaxes(-1, -2)), scale, mask_bias,
                                                      dropout_p, rng, train)
-    probs_d = operand(probs_d, q)
     out = product(probs_d, v)
     return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_on_device(mask_bias))
 
@@ -218,49 +225,54 @@ def attention_backward(dout, cache):
     q, k, v = cache.q, cache.k, cache.v
     dout = operand(dout, q)
     dv = product(cache.probs_d.swapaxes(-1, -2), dout)
-    dscores = operand(attention_dscores(product(dout, v.swapaxes(-1, -2)), cache.probs, cache.keep,
-                                        cache.inv_keep, cache.scale, cache.dead), q)
+    dscores = attention_dscores(raw_product(dout, v.swapaxes(-1, -2)), cache.probs, cache.keep,
+                                cache.inv_keep, cache.scale, cache.dead)     # float16 in mixed precision
     return product(dscores, k), product(dscores.swapaxes(-1, -2), q), dv
 
 
 def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
-    """scores: (B, A, T, Tk) raw q k^T; mask_bias: (B, 1, 1, Tk) or None.
+    """scores: (B, A, T, Tk) raw q k^T (float16 in mixed precision); mask_bias: (B, 1, 1, Tk) or None.
 
     Returns probs (the softmax, kept for the backward), probs_d (after
-    dropout; the same array without dropout), the uint8 keep mask (or None)
+    dropout; the same array without dropout; in mixed precision rounded to
+    float16, the operand of the next product), the uint8 keep mask (or None)
     and 1 / (1 - p).
     """
     import cupy
     B, A, T, Tk = scores.shape
-    probs = scores                        # written in place: each thread rewrites only what it read
+    half = scores.dtype == np.float16
+    dtype = np.dtype(np.float32) if half else scores.dtype
+    # written in place where it can: each thread rewrites only what it read
+    probs = cupy.empty(scores.shape, dtype) if half else scores
     drop = train and dropout_p > 0.0
-    t = scores.dtype.type
-    dummy = kernels.dummy(scores.dtype)   # stands in for the arrays a call does not use
+    t = dtype.type
+    dummy = kernels.dummy(dtype)          # stands in for the arrays a call does not use
     key, how = 0, 0                       # how: 0 no dropout, 1 read the uniforms u, 2 compute them from key
     if drop:
         if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
             u, key, how = dummy, rng.next_key(), 2
         else:
             u, how = rng(scores.shape), 1
-        probs_d = cupy.empty_like(scores)
         keep = cupy.empty(scores.shape, dtype=cupy.uint8)
     else:
-        u, probs_d, keep = dummy, dummy, kernels.dummy(np.uint8)
+        u, keep = dummy, kernels.dummy(np.uint8)
+    probs_d = cupy.empty(scores.shape, scores.dtype) if drop or half else dummy
     bias = dummy
     if mask_bias is not None:
-        bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=scores.dtype)
+        bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=dtype)
     inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
-    kernels.kernel("attention_fwd", source.ATTENTION_FWD, scores.dtype)(
+    kernels.kernel("attention_fwd", source.typed(source.ATTENTION_FWD, half), dtype)(
         (B * A * T,), (kernels.threads_per_row(Tk),),
-        (scores, bias, np.int32(mask_bias is not None), u, np.uint64(key), np.int32(how), probs, probs_d, keep,
-         np.int32(Tk), np.int64(A * T), t(scale), t(dropout_p), t(inv_keep)))
+        (scores, bias, np.int32(mask_bias is not None), u, np.uint64(key), np.int32(how), probs, probs_d,
+         np.int32(half), keep, np.int32(Tk), np.int64(A * T), t(scale), t(dropout_p), t(inv_keep)))
     if not drop:
-        return probs, probs, None, 1.0
+        return probs, probs_d if half else probs, None, 1.0
     return probs, probs_d, keep, inv_keep
 
 
 def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
-    """Gradient of the raw scores from that of the dropped probabilities (in place).
+    """Gradient of the raw scores from that of the dropped probabilities (in place; float16 in and out
+    in mixed precision, the arithmetic in float32 with probs).
 
     keep: the uint8 keep mask, or None without dropout."""
     has_drop = keep is not None
@@ -271,7 +283,7 @@ def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
     B = probs.shape[0]
     has_dead = dead is not None
     dead = kernels.dummy(np.bool_) if dead is None else dead
-    kernels.kernel("attention_bwd", source.ATTENTION_BWD, probs.dtype)(
+    kernels.kernel("attention_bwd", source.typed(source.ATTENTION_BWD, dprobs_d.dtype == np.float16), probs.dtype)(
         (probs.size // Tk,), (kernels.threads_per_row(Tk),),
         (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), t(scale), t(inv_keep),
          dead, np.int32(has_dead), np.int64(probs.size // (Tk * B))))

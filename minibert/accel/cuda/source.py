@@ -24,6 +24,24 @@ COUNTER_UNIFORM_DEVICE = (
 REDUCE = r"""
 typedef CTYPE T;
 """ + COUNTER_UNIFORM_DEVICE + r"""
+// A float16 as its 16 bits (unsigned short).  In mixed precision the attention kernels read the
+// float16 product that feeds them and write the float16 operand of the next product themselves,
+// instead of a separate pass that widens or rounds each (B, A, T, T) tensor.
+__device__ __forceinline__ float half_to_float(unsigned short h) {
+    const unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return __int_as_float((int)(sign | 0x7f800000u | (m << 13)));   // inf and NaN
+    if (e) return __int_as_float((int)(sign | ((e + 112u) << 23) | (m << 13)));     // exponent bias 15 -> 127
+    const float f = (float)m * 5.9604644775390625e-8f;                               // m 2^-24 (or zero)
+    return sign ? -f : f;
+}
+__device__ __forceinline__ unsigned short float_to_half(float f) {   // to nearest, ties to even
+    const unsigned int x = (unsigned int)__float_as_int(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);                    // NaN
+    if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);                   // from 65520 on: inf
+    if (a >= 0x38800000u)                                 // from 2^-14 on: a normal float16; adding half an
+        return (unsigned short)(sign | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));  // ulp rounds
+    return (unsigned short)(sign | (unsigned int)rintf(__int_as_float((int)a) * 16777216.0f));  // m 2^-24
+}
 __device__ __forceinline__ float neg_inf(float) { return __int_as_float(0xff800000); }
 __device__ __forceinline__ double neg_inf(double) { return __longlong_as_double(0xfff0000000000000ULL); }
 __device__ __forceinline__ T warp_sum(T v) {
@@ -113,32 +131,34 @@ extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rs
 #   dropout: keep = u >= p_drop;  p_d = keep ? p / (1 - p_drop) : 0
 # bias is (B, Tk), the additive padding mask (used when has_bias); u the uniform draws
 # (used when has_drop = 1), or, when has_drop = 2, counter_uniform(key, k) computed here.
+# SCORE_T and PD_T are T, or unsigned short (float16) in mixed precision: ``typed`` below sets them.
+# Without dropout probs_d is written only when write_pd (float16: the next product's operand).
 ATTENTION_FWD = r"""
-extern "C" __global__ void attention_fwd(const T* s, const T* bias, const int has_bias, const T* u,
+extern "C" __global__ void attention_fwd(const SCORE_T* s, const T* bias, const int has_bias, const T* u,
                                          const unsigned long long key, const int has_drop, T* probs,
-                                         T* probs_d, unsigned char* keep,
+                                         PD_T* probs_d, const int write_pd, unsigned char* keep,
                                          const int Tk, const long long rows_per_batch,
                                          const T scale, const T p_drop, const T inv_keep) {
     __shared__ T sh[32];
     const long long row = blockIdx.x;
-    const T* sr = s + row * Tk;
+    const SCORE_T* sr = s + row * Tk;
     const T* br = has_bias ? bias + (row / rows_per_batch) * Tk : 0;
     T m = neg_inf(T(0));
     for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
-        T z = sr[j] * scale;
+        T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
         m = fmax(m, z);
     }
     m = block_max(m, sh);
     T total = 0;
     for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
-        T z = sr[j] * scale;
+        T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
         total += exp(z - m);
     }
     total = block_sum(total, sh);
     for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
-        T z = sr[j] * scale;
+        T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
         T p = exp(z - m) / total;
         long long k = row * Tk + j;
@@ -146,38 +166,43 @@ extern "C" __global__ void attention_fwd(const T* s, const T* bias, const int ha
         if (has_drop) {
             bool kp = (has_drop == 2 ? counter_uniform(key, k) : u[k]) >= p_drop;
             keep[k] = kp;
-            probs_d[k] = kp ? p * inv_keep : T(0);
+            probs_d[k] = PD_OUT(kp ? p * inv_keep : T(0));
+        } else if (write_pd) {
+            probs_d[k] = PD_OUT(p);
         }
     }
 }
 """
 
-# Attention backward through dropout and softmax, one block per row, in place on dp:
+# Attention backward through dropout and softmax, one block per row, in place on dp (D_T: T, or
+# float16 in mixed precision, read and written as float16, the arithmetic in T):
 #   dq_j = keep_j ? dp_j / (1 - p_drop) : 0      (dropout)
 #   ds_j = p_j (dq_j - sum_k dq_k p_k) * scale   (softmax Jacobian, then the 1/sqrt(D) scale)
 ATTENTION_BWD = r"""
-extern "C" __global__ void attention_bwd(T* dp, const T* probs, const unsigned char* keep,
+extern "C" __global__ void attention_bwd(D_T* dp, const T* probs, const unsigned char* keep,
                                          const int has_drop, const int Tk, const T scale, const T inv_keep,
                                          const bool* dead, const int has_dead, const long long rows_per_seq) {
     __shared__ T sh[32];
     const long long row = blockIdx.x;
-    T* d = dp + row * Tk;
+    D_T* d = dp + row * Tk;
     const T* p = probs + row * Tk;
     // a sequence with every key masked: its scores all became the same -max, so they carry no gradient
     if (has_dead && dead[row / rows_per_seq]) {
-        for (int j = threadIdx.x; j < Tk; j += blockDim.x) d[j] = T(0);
+        for (int j = threadIdx.x; j < Tk; j += blockDim.x) d[j] = D_OUT(T(0));
         return;
     }
     const unsigned char* kr = has_drop ? keep + row * Tk : 0;
     T dot = 0;
     for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
-        T g = kr ? (kr[j] ? d[j] * inv_keep : T(0)) : d[j];
+        const T dj = D_IN(d[j]);
+        T g = kr ? (kr[j] ? dj * inv_keep : T(0)) : dj;
         dot += g * p[j];
     }
     dot = block_sum(dot, sh);
     for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
-        T g = kr ? (kr[j] ? d[j] * inv_keep : T(0)) : d[j];
-        d[j] = p[j] * (g - dot) * scale;
+        const T dj = D_IN(d[j]);
+        T g = kr ? (kr[j] ? dj * inv_keep : T(0)) : dj;
+        d[j] = D_OUT(p[j] * (g - dot) * scale);
     }
 }
 """
@@ -224,3 +249,12 @@ extern "C" __global__ void colsum_finish(const T* part, T* out, const int G, con
     out[j] = s;
 }
 """
+
+
+def typed(kernel: str, half: bool) -> str:
+    """An attention kernel's source with its storage types set: T throughout, or float16 (its bits as
+    unsigned short) for the scores and probs_d of the forward kernel and dp of the backward one."""
+    io = (("unsigned short", "half_to_float", "float_to_half") if half else ("T", "", ""))
+    for name, (typ, load, store) in {"SCORE": io, "PD": io, "D": io}.items():
+        kernel = kernel.replace(f"{name}_T", typ).replace(f"{name}_IN", load).replace(f"{name}_OUT", store)
+    return kernel
