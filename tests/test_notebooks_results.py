@@ -8,7 +8,9 @@ No kernel and no training: these checks read committed files only.
 * ``notebooks/pretrained/fine_tuning_sweep.json`` (notebook 8's table of settings) is complete,
   and notebook 8's prose counts its pairs as the table does;
 * the values that the notebooks' check cells compare a new run against are the ones their
-  committed runs printed.
+  committed runs printed;
+* notebook 12's ablation results: the built-in corpus's file is complete, and every run of the
+  WikiText-2 file went to its end (that file may still lack seeds, and says whether it does).
 """
 from __future__ import annotations
 
@@ -156,3 +158,30 @@ def test_the_ablation_results_of_notebook_12_are_complete():
             assert run["evals"][0][0] == 0 and run["evals"][-1][0] == results["steps"], name
             assert all((e[nsp] is None) == (name == "no NSP") for e in run["evals"]), name
             assert 0 < run["common"]["mlm_acc"] < 1 and run["common"]["mlm_loss"] > 0, name
+
+
+def test_the_wikitext2_ablation_results_of_notebook_12_hold_whole_runs():
+    """The WikiText-2 file may lack seeds (its "complete" says whether it does), but every run it holds
+    went to the end, under the settings and columns of the built-in file, and notebook 12 reads it."""
+    path = PRETRAINED / "ablations_wikitext2.json"
+    assert path.stat().st_size < MAX_BYTES
+    results = json.loads(path.read_text(encoding="utf-8"))
+    builtin = json.loads((PRETRAINED / "ablations.json").read_text(encoding="utf-8"))
+    assert results["columns"] == builtin["columns"], "notebook 12 reads both files with one column index"
+    assert results["recipe"]["corpus"] == "wikitext-2" and results["recipe"]["config"] == "mini"
+    assert results["recipe"]["steps"] == results["steps"]
+    flags = {name: a["flag"] for name, a in builtin["ablations"].items()}
+    assert {name: a["flag"] for name, a in results["ablations"].items()}.items() <= flags.items()
+    nsp = results["columns"].index("nsp_acc")
+    whole = set(results["ablations"]) == set(flags)
+    for name, a in results["ablations"].items():
+        seeds = [r["seed"] for r in a["runs"]]
+        assert seeds == sorted(set(seeds)) and set(seeds) <= set(results["seeds"]), name
+        whole = whole and seeds == results["seeds"]
+        for run in a["runs"]:
+            assert run["evals"][0][0] == 0 and run["evals"][-1][0] == results["steps"], name
+            assert all((e[nsp] is None) == (name == "no NSP") for e in run["evals"]), name
+            assert 0 < run["common"]["mlm_acc"] < 1 and run["common"]["mlm_loss"] > 0, name
+    assert results["complete"] is whole, "the file's \"complete\" says whether every setting has every seed"
+    cells = json.loads((NOTEBOOKS / "12_experiments.ipynb").read_text(encoding="utf-8"))["cells"]
+    assert any("pretrained/ablations_wikitext2.json" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
