@@ -1,8 +1,9 @@
 """The attention ladder (minibert/accel/cuda/ladder.py) against PyTorch's fused attention, on one GPU.
 
 For each sequence length: one forward pass of attention, (B, A, T, D) with a
-padding mask, by each rung of the ladder (v1 naive, v2 products + fused
-softmax, v3 online softmax, v4 tiled online softmax) and by
+padding mask, by each rung of the ladder (v1 naive, v2a products + a
+softmax block per row, v2 products + a softmax warp per row, v3 online
+softmax, v4 tiled online softmax) and by
 torch.nn.functional.scaled_dot_product_attention (PyTorch chooses its
 kernel), on the same numbers, in one process.  Each form
 is checked against the reference (minibert.ops on the host) before it is

@@ -55,7 +55,7 @@ part steps && for precision in float32 mixed; do
 done
 
 if part ladder; then
-echo "== the attention ladder (v1 naive, v2 fused softmax, v3 online softmax, v4 tiled) against SDPA"
+echo "== the attention ladder (v1 naive, v2a and v2 fused softmax by block and by warp, v3 online softmax, v4 tiled) against SDPA"
 $PY benchmarks/bench_attention.py --reps "$((reps * 2))" --json "$OUT/attention.json" > "$OUT/attention.md" 2>&1
 cat "$OUT/attention.md"
 fi

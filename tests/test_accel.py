@@ -101,7 +101,7 @@ def _cases(concept, xp, dtype, rng):
     if concept == "dropout":
         return [((a(20, 33), 0.3, _draws(xp, dtype), True), {}, {})]
     if concept == "attention":
-        B, A, T, D = 3, 2, 40, 8
+        B, A, T, D = 3, 2, 41, 8                     # 246 score rows: the last block of 8 rows part-full
         mask = np.ones((B, T), dtype=np.int64)
         mask[1, 25:] = 0
         mask[2] = 0                                    # every key masked

@@ -91,7 +91,8 @@ def test_bench_attention_times_the_ladder_on_a_gpu_and_says_why_not_elsewhere():
     spec.loader.exec_module(bench)
     if bench.gpu_reason() is None:
         assert res.returncode == 0, res.stderr
-        for form in ("v1 naive", "v2 products + fused softmax", "v3 online softmax", "v4 tiled online softmax"):
+        for form in ("v1 naive", "v2a products + block-per-row softmax", "v2 products + fused softmax",
+                     "v3 online softmax", "v4 tiled online softmax"):
             assert form in res.stdout
     else:
         assert res.returncode == 1 and "the ladder runs on the GPU only" in res.stderr

@@ -198,8 +198,8 @@ def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("version", ["v1 naive", "v2 products + fused softmax", "v3 online softmax",
-                                     "v4 tiled online softmax"])
+@pytest.mark.parametrize("version", ["v1 naive", "v2a products + block-per-row softmax", "v2 products + fused softmax",
+                                     "v3 online softmax", "v4 tiled online softmax"])
 def test_the_attention_ladder_matches_the_reference(dtype, version, kernels, rng):
     """Each rung of accel/cuda/ladder.py computes the reference's attention output: a padded
     sequence, a fully padded one, scores large enough that an unstable softmax overflows."""

@@ -12,11 +12,15 @@ v1  naive: one thread per query row.  It writes the row's scores to a scratch
     of exponentials, and again for the weighted sum of v.  Every query reads
     every key and value from global memory, and nothing is shared between
     threads.
-v2  two products and a fused softmax: the products q k^T and P v go to
-    cuBLAS, and one kernel per score row does scale, mask and softmax in
-    registers and shared memory (``attention_fwd`` of ``source.py``).  This
-    is minibert's own attention (``accel.cuda.attention_forward``); the
-    (B, A, T, T) weights are written once and read once.
+v2a two products and a fused softmax: the products q k^T and P v go to
+    cuBLAS, and one block of threads per score row does scale, mask and
+    softmax, reducing through shared memory with barriers (__syncthreads).
+    The (B, A, T, T) weights are written once and read once.
+v2  the same with one warp per score row: a row of a few hundred keys
+    leaves a block's threads one or two values each and most of their time
+    at barriers; 32 threads reduce with register shuffles and no barrier, 8
+    rows to a block.  This is minibert's own attention
+    (``accel.cuda.attention_forward``, ``attention_fwd`` of ``source.py``).
 v3  online softmax: one thread per query row again, but it streams over the
     keys once, keeping a running maximum m, the running sum l of exp(z - m)
     and the running output acc.  When a new score raises the maximum, the
@@ -31,8 +35,8 @@ v4  tiled online softmax: v3, but a block of TILE queries (one thread each)
     is FlashAttention's idea (Dao et al., 2022) without its tensor-core
     products.
 
-v1, v3 and v4 are forward passes only (inference, or the lesson); the model
-trains with v2, whose weights its backward pass reads.
+v1, v2a, v3 and v4 are forward passes only (inference, or the lesson); the
+model trains with v2, whose weights its backward pass reads.
 """
 from __future__ import annotations
 
@@ -45,6 +49,25 @@ from . import kernels
 from . import ops as cuda_ops
 
 MAX_HEAD_SIZE = 128            # v3 keeps one query's output in registers: D at most this
+
+# v2a: the softmax of v2 with one block per score row (rows of s, (B * A * T, Tk), in place)
+BLOCK_SOFTMAX = r"""
+extern "C" __global__ void softmax_block_rows(T* s, const T* bias, const int has_bias, const int Tk,
+                                              const long long rows_per_batch, const T scale) {
+    __shared__ T sh[32];
+    const long long row = blockIdx.x;
+    T* sr = s + row * Tk;
+    const T* br = has_bias ? bias + (row / rows_per_batch) * Tk : 0;
+    T m = neg_inf(T(0));
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) m = fmax(m, sr[j] * scale + (br ? br[j] : T(0)));
+    m = block_max(m, sh);
+    T total = 0;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) total += exp(sr[j] * scale + (br ? br[j] : T(0)) - m);
+    total = block_sum(total, sh);
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x)
+        sr[j] = exp(sr[j] * scale + (br ? br[j] : T(0)) - m) / total;
+}
+"""
 
 # v1: one thread per query row r of (B * A * T); scratch holds one row of Tk scores per thread
 NAIVE = r"""
@@ -197,8 +220,17 @@ def attention_naive(q, k, v, mask_bias=None):
     return out
 
 
+def attention_block_rows(q, k, v, mask_bias=None):
+    """v2a: cuBLAS products around a softmax kernel of one block per score row."""
+    q, k, v, bias, has_bias, (A, T, Tk, D, scale) = _prepare(q, k, v, mask_bias)
+    s = q @ k.swapaxes(-1, -2)
+    kernels.kernel("softmax_block_rows", BLOCK_SOFTMAX, q.dtype)(
+        (s.size // Tk,), (kernels.threads_per_row(Tk),), (s, bias, has_bias, Tk, np.int64(A * T), scale))
+    return s @ v
+
+
 def attention_fused(q, k, v, mask_bias=None):
-    """v2: minibert's attention: cuBLAS products around one fused softmax kernel per row."""
+    """v2: minibert's attention: cuBLAS products around a fused softmax kernel, a warp per row."""
     return cuda_ops.attention_forward(q, k, v, mask_bias)[0]
 
 
@@ -233,5 +265,6 @@ def attention_tiled(q, k, v, mask_bias=None):
     return out
 
 
-LADDER = {"v1 naive": attention_naive, "v2 products + fused softmax": attention_fused,
+LADDER = {"v1 naive": attention_naive, "v2a products + block-per-row softmax": attention_block_rows,
+          "v2 products + fused softmax": attention_fused,
           "v3 online softmax": attention_online, "v4 tiled online softmax": attention_tiled}

@@ -22,9 +22,9 @@ and by the number of kernel launches, so each formula here is one kernel:
                       numbers are those the reference would use, so the same
                       seed drops the same entries on both paths
 ``attention_*``       scale, mask bias, softmax and dropout (its uniforms
-                      computed in place from the key, as above) in one kernel per
-                      score row; the backward's dropout and softmax Jacobian in
-                      one more; in mixed precision the four products on float16
+                      computed in place from the key, as above) in one kernel, a
+                      warp per score row; the backward's dropout and softmax
+                      Jacobian in one more; in mixed precision the four products on float16
                       operands (tensor cores, by ``gemm.py``'s direct cuBLAS call),
                       and the kernels read the float16 product before them and
                       write the float16 operand after them, computing in float32
@@ -261,13 +261,19 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
     if mask_bias is not None:
         bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=dtype)
     inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
+    rows = B * A * T
     kernels.kernel("attention_fwd", source.typed(source.ATTENTION_FWD, half), dtype)(
-        (B * A * T,), (kernels.threads_per_row(Tk),),
+        *_warp_rows(rows),
         (scores, bias, np.int32(mask_bias is not None), u, np.uint64(key), np.int32(how), probs, probs_d,
-         np.int32(half), keep, np.int32(Tk), np.int64(A * T), t(scale), t(dropout_p), t(inv_keep)))
+         np.int32(half), keep, np.int32(Tk), np.int64(A * T), np.int64(rows), t(scale), t(dropout_p), t(inv_keep)))
     if not drop:
         return probs, probs_d if half else probs, None, 1.0
     return probs, probs_d, keep, inv_keep
+
+
+def _warp_rows(rows):
+    """Grid and block of a launch with one warp per row, ``source.ROWS_PER_BLOCK`` rows a block."""
+    return ((rows + source.ROWS_PER_BLOCK - 1) // source.ROWS_PER_BLOCK,), (32 * source.ROWS_PER_BLOCK,)
 
 
 def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
@@ -283,9 +289,10 @@ def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
     B = probs.shape[0]
     has_dead = dead is not None
     dead = kernels.dummy(np.bool_) if dead is None else dead
+    rows = probs.size // Tk
     kernels.kernel("attention_bwd", source.typed(source.ATTENTION_BWD, dprobs_d.dtype == np.float16), probs.dtype)(
-        (probs.size // Tk,), (kernels.threads_per_row(Tk),),
-        (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), t(scale), t(inv_keep),
+        *_warp_rows(rows),
+        (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), np.int64(rows), t(scale), t(inv_keep),
          dead, np.int32(has_dead), np.int64(probs.size // (Tk * B))))
     return dprobs_d
 

@@ -126,38 +126,42 @@ extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rs
 }
 """
 
-# Attention probabilities, one block per score row (Tk keys):
+# Attention probabilities, one warp (32 threads) per score row of Tk keys, ROWS_PER_BLOCK rows a block:
 #   z = s * scale + bias[b];  p = exp(z - max z) / sum exp(z - max z)
 #   dropout: keep = u >= p_drop;  p_d = keep ? p / (1 - p_drop) : 0
-# bias is (B, Tk), the additive padding mask (used when has_bias); u the uniform draws
-# (used when has_drop = 1), or, when has_drop = 2, counter_uniform(key, k) computed here.
+# A row of a few hundred keys is too short for a whole block: its threads would hold one or two
+# values each and spend their time in __syncthreads.  A warp reduces with shuffles alone, and a
+# row's later reads hit the cache.  bias is (B, Tk), the additive padding mask (used when
+# has_bias); u the uniform draws (used when has_drop = 1), or, when has_drop = 2,
+# counter_uniform(key, k) computed here.
 # SCORE_T and PD_T are T, or unsigned short (float16) in mixed precision: ``typed`` below sets them.
 # Without dropout probs_d is written only when write_pd (float16: the next product's operand).
 ATTENTION_FWD = r"""
 extern "C" __global__ void attention_fwd(const SCORE_T* s, const T* bias, const int has_bias, const T* u,
                                          const unsigned long long key, const int has_drop, T* probs,
                                          PD_T* probs_d, const int write_pd, unsigned char* keep,
-                                         const int Tk, const long long rows_per_batch,
+                                         const int Tk, const long long rows_per_batch, const long long rows,
                                          const T scale, const T p_drop, const T inv_keep) {
-    __shared__ T sh[32];
-    const long long row = blockIdx.x;
+    const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
+    const int lane = threadIdx.x & 31;
     const SCORE_T* sr = s + row * Tk;
     const T* br = has_bias ? bias + (row / rows_per_batch) * Tk : 0;
     T m = neg_inf(T(0));
-    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+    for (int j = lane; j < Tk; j += 32) {
         T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
         m = fmax(m, z);
     }
-    m = block_max(m, sh);
+    m = warp_max(m);
     T total = 0;
-    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+    for (int j = lane; j < Tk; j += 32) {
         T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
         total += exp(z - m);
     }
-    total = block_sum(total, sh);
-    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+    total = warp_sum(total);
+    for (int j = lane; j < Tk; j += 32) {
         T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
         T p = exp(z - m) / total;
@@ -174,38 +178,41 @@ extern "C" __global__ void attention_fwd(const SCORE_T* s, const T* bias, const 
 }
 """
 
-# Attention backward through dropout and softmax, one block per row, in place on dp (D_T: T, or
+# Attention backward through dropout and softmax, one warp per row, in place on dp (D_T: T, or
 # float16 in mixed precision, read and written as float16, the arithmetic in T):
 #   dq_j = keep_j ? dp_j / (1 - p_drop) : 0      (dropout)
 #   ds_j = p_j (dq_j - sum_k dq_k p_k) * scale   (softmax Jacobian, then the 1/sqrt(D) scale)
 ATTENTION_BWD = r"""
 extern "C" __global__ void attention_bwd(D_T* dp, const T* probs, const unsigned char* keep,
-                                         const int has_drop, const int Tk, const T scale, const T inv_keep,
+                                         const int has_drop, const int Tk, const long long rows,
+                                         const T scale, const T inv_keep,
                                          const bool* dead, const int has_dead, const long long rows_per_seq) {
-    __shared__ T sh[32];
-    const long long row = blockIdx.x;
+    const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const int lane = threadIdx.x & 31;
     D_T* d = dp + row * Tk;
     const T* p = probs + row * Tk;
     // a sequence with every key masked: its scores all became the same -max, so they carry no gradient
     if (has_dead && dead[row / rows_per_seq]) {
-        for (int j = threadIdx.x; j < Tk; j += blockDim.x) d[j] = D_OUT(T(0));
+        for (int j = lane; j < Tk; j += 32) d[j] = D_OUT(T(0));
         return;
     }
     const unsigned char* kr = has_drop ? keep + row * Tk : 0;
     T dot = 0;
-    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+    for (int j = lane; j < Tk; j += 32) {
         const T dj = D_IN(d[j]);
         T g = kr ? (kr[j] ? dj * inv_keep : T(0)) : dj;
         dot += g * p[j];
     }
-    dot = block_sum(dot, sh);
-    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+    dot = warp_sum(dot);
+    for (int j = lane; j < Tk; j += 32) {
         const T dj = D_IN(d[j]);
         T g = kr ? (kr[j] ? dj * inv_keep : T(0)) : dj;
         d[j] = D_OUT(p[j] * (g - dot) * scale);
     }
 }
 """
+ROWS_PER_BLOCK = 8             # the attention kernels' warps (rows) per block of 256 threads
 
 
 
