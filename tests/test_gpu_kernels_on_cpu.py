@@ -108,7 +108,7 @@ def test_the_stand_in_catches_what_would_break_a_gpu(kernels):
 
 def test_a_wrong_kernel_fails_the_comparison(kernels, monkeypatch, rng):
     # the variance divided by H - 1 instead of H: the comparisons below must see it
-    wrong = cuda_source.LAYERNORM_FWD.replace("block_sum(ss, sh) / T(H)", "block_sum(ss, sh) / T(H - 1)")
+    wrong = cuda_source.LAYERNORM_FWD.replace("warp_sum(ss) / T(H)", "warp_sum(ss) / T(H - 1)")
     assert wrong != cuda_source.LAYERNORM_FWD
     monkeypatch.setattr(cuda_source, "LAYERNORM_FWD", wrong)
     x, g, b = rng.standard_normal((5, 64)), rng.standard_normal(64), rng.standard_normal(64)
@@ -120,7 +120,7 @@ def test_a_wrong_kernel_fails_the_comparison(kernels, monkeypatch, rng):
 
 # ------------------------------------------------------------------------ the kernels
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("H", [20, 96, 300])    # fewer threads than 32, three warps, rows > 256 threads
+@pytest.mark.parametrize("H", [20, 96, 300])    # fewer values than a warp has lanes, three a lane, ten or so
 def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, rng):
     x = (rng.standard_normal((6, 7, H)) * 3 + 1).astype(dtype)
     gamma, beta = rng.standard_normal(H).astype(dtype), rng.standard_normal(H).astype(dtype)

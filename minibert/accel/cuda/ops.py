@@ -8,8 +8,8 @@ T = 512).  Matrix products aside, a GPU step is limited by memory traffic
 and by the number of kernel launches, so each formula here is one kernel:
 
 ====================  ==============================================================
-``layernorm_*``       one thread block per row: mean, variance and the normalised
-                      row in the forward; the two row means of the backward
+``layernorm_*``       one warp per row: mean, variance and the normalised row in
+                      the forward; the two row means of the backward
 ``column_sums``       the gradients of gamma, beta and a linear layer's bias: sums
                       down the columns, each warp reading along a row
 ``gelu_*``            exact (erf) and tanh GELU, forward and backward, one
@@ -117,8 +117,7 @@ def layernorm_forward(x, gamma, beta, eps):
     rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
     if rows:                              # a grid of no blocks is a CUDA launch error
         kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
-            (rows,), (kernels.threads_per_row(H),),
-            (x, gamma, beta, y, xhat, rstd, np.int32(H), x.dtype.type(eps)))
+            *_warp_rows(rows), (x, gamma, beta, y, xhat, rstd, np.int32(H), np.int64(rows), x.dtype.type(eps)))
     return y, LayerNormCache(xhat, rstd, gamma)
 
 
@@ -132,7 +131,7 @@ def layernorm_backward(dy, cache):
     dx = cupy.empty_like(dy)
     if rows:                              # none, e.g. a batch without a labelled MLM position
         kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
-            (rows,), (kernels.threads_per_row(H),), (dy, xhat, rstd, gamma, dx, np.int32(H)))
+            *_warp_rows(rows), (dy, xhat, rstd, gamma, dx, np.int32(H), np.int64(rows)))
     dgamma, dbeta = column_sums(dy.reshape(rows, H), xhat.reshape(rows, H))
     return dx, dgamma, dbeta
 

@@ -82,58 +82,64 @@ __device__ T block_max(T v, T* sh) {
 }
 """
 
-# LayerNorm forward, one block per row of H:
+# The row kernels below (LayerNorm, attention's softmax) give each row a warp of 32 threads, which
+# reduce with shuffles alone (no shared memory, no barrier), and a block holds ROWS_PER_BLOCK rows.
+# A row of a few hundred values would leave a whole block's threads one or two values each and
+# most of their time at barriers.
+ROWS_PER_BLOCK = 8
+
+# LayerNorm forward, one warp per row of H:
 #   mean = sum(x) / H;  var = sum((x - mean)^2) / H;  rstd = 1 / sqrt(var + eps)
 #   xhat = (x - mean) * rstd;  y = xhat * gamma + beta
 LAYERNORM_FWD = r"""
 extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* beta, T* y, T* xhat,
-                                         T* rstd, const int H, const T eps) {
-    __shared__ T sh[32];
-    const long long row = blockIdx.x;
+                                         T* rstd, const int H, const long long rows, const T eps) {
+    const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
+    const int lane = threadIdx.x & 31;
     const T* xr = x + row * H;
     T s = 0;
-    for (int j = threadIdx.x; j < H; j += blockDim.x) s += xr[j];
-    const T mean = block_sum(s, sh) / T(H);
+    for (int j = lane; j < H; j += 32) s += xr[j];
+    const T mean = warp_sum(s) / T(H);
     T ss = 0;
-    for (int j = threadIdx.x; j < H; j += blockDim.x) { T d = xr[j] - mean; ss += d * d; }
-    const T var = block_sum(ss, sh) / T(H);
+    for (int j = lane; j < H; j += 32) { T d = xr[j] - mean; ss += d * d; }
+    const T var = warp_sum(ss) / T(H);
     const T r = T(1) / sqrt(var + eps);
-    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+    for (int j = lane; j < H; j += 32) {
         T xh = (xr[j] - mean) * r;
         xhat[row * H + j] = xh;
         y[row * H + j] = xh * gamma[j] + beta[j];
     }
-    if (threadIdx.x == 0) rstd[row] = r;
+    if (lane == 0) rstd[row] = r;
 }
 """
 
-# LayerNorm backward (input gradient), one block per row, with g = dy * gamma:
+# LayerNorm backward (input gradient), one warp per row, with g = dy * gamma:
 #   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 LAYERNORM_BWD = r"""
 extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rstd, const T* gamma,
-                                         T* dx, const int H) {
-    __shared__ T sh[32];
-    const long long row = blockIdx.x;
+                                         T* dx, const int H, const long long rows) {
+    const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const int lane = threadIdx.x & 31;
     const T* d = dy + row * H;
     const T* xh = xhat + row * H;
     T a = 0, b = 0;
-    for (int j = threadIdx.x; j < H; j += blockDim.x) { T g = d[j] * gamma[j]; a += g; b += g * xh[j]; }
-    const T mean_g = block_sum(a, sh) / T(H);
-    const T mean_gx = block_sum(b, sh) / T(H);
+    for (int j = lane; j < H; j += 32) { T g = d[j] * gamma[j]; a += g; b += g * xh[j]; }
+    const T mean_g = warp_sum(a) / T(H);
+    const T mean_gx = warp_sum(b) / T(H);
     const T r = rstd[row];
-    for (int j = threadIdx.x; j < H; j += blockDim.x)
+    for (int j = lane; j < H; j += 32)
         dx[row * H + j] = r * (d[j] * gamma[j] - mean_g - xh[j] * mean_gx);
 }
 """
 
-# Attention probabilities, one warp (32 threads) per score row of Tk keys, ROWS_PER_BLOCK rows a block:
+# Attention probabilities, one warp per score row of Tk keys (a row's second and third reads hit
+# the cache):
 #   z = s * scale + bias[b];  p = exp(z - max z) / sum exp(z - max z)
 #   dropout: keep = u >= p_drop;  p_d = keep ? p / (1 - p_drop) : 0
-# A row of a few hundred keys is too short for a whole block: its threads would hold one or two
-# values each and spend their time in __syncthreads.  A warp reduces with shuffles alone, and a
-# row's later reads hit the cache.  bias is (B, Tk), the additive padding mask (used when
-# has_bias); u the uniform draws (used when has_drop = 1), or, when has_drop = 2,
-# counter_uniform(key, k) computed here.
+# bias is (B, Tk), the additive padding mask (used when has_bias); u the uniform draws (used
+# when has_drop = 1), or, when has_drop = 2, counter_uniform(key, k) computed here.
 # SCORE_T and PD_T are T, or unsigned short (float16) in mixed precision: ``typed`` below sets them.
 # Without dropout probs_d is written only when write_pd (float16: the next product's operand).
 ATTENTION_FWD = r"""
@@ -212,7 +218,6 @@ extern "C" __global__ void attention_bwd(D_T* dp, const T* probs, const unsigned
     }
 }
 """
-ROWS_PER_BLOCK = 8             # the attention kernels' warps (rows) per block of 256 threads
 
 
 
