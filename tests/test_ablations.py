@@ -428,3 +428,20 @@ def test_the_ablation_tool_does_not_record_a_run_a_signal_cut_short(monkeypatch,
     assert ran == [0, 1]
     kept = json.loads(out.read_text())
     assert [r["seed"] for r in kept["ablations"]["default"]["runs"]] == [0] and kept["complete"] is False
+
+
+def test_the_ablation_tool_runs_ablations_in_parallel_processes_and_gets_the_same_numbers(tmp_path):
+    """--jobs 2: two ablations, each in a process of its own, give the very numbers of one process
+    running both (the CPU path is deterministic), and the processes' files are cleared away."""
+    import subprocess
+    import sys
+    tool = str(Path(__file__).resolve().parents[1] / "tools" / "make_ablation_results.py")
+    argv = [sys.executable, tool, "--steps", "10", "--seeds", "1", "--only", "default", "--only", "no dropout"]
+    one = subprocess.run(argv + ["--out", str(tmp_path / "one.json")], capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run(argv + ["--out", str(tmp_path / "two.json"), "--jobs", "2"], capture_output=True,
+                         text=True, timeout=600)
+    assert two.returncode == 0, two.stderr
+    assert json.loads((tmp_path / "two.json").read_text()) == json.loads((tmp_path / "one.json").read_text())
+    assert "default seed 0: held-out MLM loss" in two.stdout and "no dropout seed 0" in two.stdout
+    assert not (tmp_path / "two.json.jobs").exists()

@@ -4,9 +4,10 @@
     python tools/make_ablation_results.py --recipe wikitext-2 --device cuda --data-dir DIR
                                                 # WikiText-2 with mini: a GPU's work (--steps to shorten)
     python tools/make_ablation_results.py ... --resume   # go on where a stopped one left off
-    python tools/make_ablation_results.py ... --only "no NSP" --out part.json   # one ablation, e.g.
-                                                # one per process on a GPU with room for several;
-    python tools/make_ablation_results.py ... --merge part1.json part2.json     # then join them
+    python tools/make_ablation_results.py ... --jobs 6    # a process per ablation, at most 6 at once
+                                                # (a GPU with room for several runs)
+    python tools/make_ablation_results.py ... --only "no NSP" --out part.json   # one ablation,
+    python tools/make_ablation_results.py ... --merge part1.json part2.json     # and joining such files
 
 Every run is ``make demo``'s recipe (``minibert.demo.DEMO``: the built-in corpus, the tiny
 model, 128 sequences of 32 tokens a step) cut to ``STEPS`` steps, with one flag changed. For
@@ -23,6 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,6 +87,50 @@ def one_run(name: str, seed: int, flags: dict, tmp: Path, batches: list, base: d
                                                     mlm_acc=_round(common["mlm_acc"])))
 
 
+def in_parallel(jobs: int, todo: list, child: list, parts: Path, take, save) -> list:
+    """Each ablation of ``todo`` in a process of its own (this tool with ``child``'s arguments and
+    --only NAME --resume, into a file of ``parts``), at most ``jobs`` at once.  Every few seconds the
+    runs they have finished are taken into the results (``take``) and saved, so a job stopped
+    part-way keeps them.  Returns the ablations whose process failed."""
+    parts.mkdir(parents=True, exist_ok=True)
+    waiting, running, failed = list(todo), {}, []
+    stop = signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))   # a time limit: stop the processes too
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                name = waiting.pop(0)
+                part = parts / (name.replace(" ", "-").replace("%", "") + ".json")
+                log = open(part.with_suffix(".log"), "w", encoding="utf-8")
+                running[name] = (subprocess.Popen(child + ["--only", name, "--out", str(part), "--resume"],
+                                                  stdout=log, stderr=subprocess.STDOUT), part, log)
+            time.sleep(POLL_S)
+            for name, (proc, part, log) in list(running.items()):
+                finished = proc.poll() is not None
+                if part.exists():
+                    take(part)
+                if finished:
+                    log.close()
+                    del running[name]
+                    if proc.returncode:
+                        failed.append(name)
+                        print(f"{name}: its process failed; the end of {part.with_suffix('.log')}:\n"
+                              + "".join(part.with_suffix(".log").read_text(encoding="utf-8").splitlines(True)[-5:]))
+            save()
+    finally:
+        signal.signal(signal.SIGTERM, stop)
+        for proc, part, log in running.values():
+            proc.terminate()            # a run stops cleanly on SIGTERM, and is not recorded
+            proc.wait()
+            log.close()
+            if part.exists():
+                take(part)
+        save()
+    return failed
+
+
+POLL_S = 2.0
+
+
 def _round(x):
     return x if x is None or isinstance(x, int) else round(float(x), 5)
 
@@ -102,7 +150,12 @@ def main(argv=None) -> None:
     p.add_argument("--merge", nargs="+", type=Path, metavar="FILE",
                    help="join the runs of these results files (of the same recipe) into --out; run nothing")
     p.add_argument("--runs-dir", type=Path, help="keep the run folders here (default: a temporary folder)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="run the ablations in this many processes at once (each keeps its runs in "
+                        "OUT.jobs/, joined into OUT every few seconds)")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
     recipe, steps, out = RECIPES[args.recipe]
     steps, out = args.steps or steps, args.out or out
     if steps < 10 or args.seeds < 1:
@@ -147,6 +200,37 @@ def main(argv=None) -> None:
         save()
         print(f"wrote {out}: {sum(len(a['runs']) for a in results['ablations'].values())} runs"
               + ("" if results["complete"] else f", not all {len(ABLATIONS) * len(seeds)} yet"))
+        return
+
+    if args.jobs > 1:
+        todo = [n for n in ABLATIONS if (not args.only or n in args.only)
+                and sorted(r["seed"] for r in results["ablations"].get(n, {}).get("runs", [])) != seeds]
+        child = [sys.executable, str(Path(__file__).resolve()), "--recipe", args.recipe, "--steps", str(steps),
+                 "--seeds", str(args.seeds), "--device", args.device]
+        child += ["--data-dir", args.data_dir] if args.data_dir else []
+        child += ["--runs-dir", str(args.runs_dir)] if args.runs_dir else []
+        parts = out.with_name(out.name + ".jobs")
+        for name in todo:        # each process starts from the runs of its ablation the results hold
+            mine = {name: results["ablations"][name]} if name in results["ablations"] else {}
+            part = parts / (name.replace(" ", "-").replace("%", "") + ".json")
+            part.parent.mkdir(parents=True, exist_ok=True)
+            part.write_text(json.dumps(dict(results, ablations=mine)) + "\n", encoding="utf-8")
+        before = {n: len(a["runs"]) for n, a in results["ablations"].items()}
+
+        def take_and_tell(part):
+            take(part, "it was not made by this job")
+            for n, a in results["ablations"].items():
+                for run in a["runs"][before.get(n, 0):]:
+                    print(f"{n} seed {run['seed']}: held-out MLM loss {run['evals'][-1][1]:.3f}", flush=True)
+                before[n] = len(a["runs"])
+        failed = in_parallel(args.jobs, todo, child, parts, take_and_tell, save)
+        results["complete"] = whole()
+        save()
+        if failed:
+            sys.exit(f"wrote {out}, without what the processes of {', '.join(failed)} did not finish: "
+                     "--resume runs it again")
+        shutil.rmtree(parts)     # every process finished: their files are in OUT
+        print(f"wrote {out}" + ("" if results["complete"] else " (not every ablation)"))
         return
 
     with tempfile.TemporaryDirectory(prefix="minibert-ablations-") as tmp:
