@@ -103,7 +103,8 @@ def products(B, A, T, D, reps):
         a32, b32 = a.astype(cupy.float32), b.astype(cupy.float32)
         got, want = half_matmul(a, b).astype(cupy.float32), a32 @ b32
         err = float(cupy.abs(got - want).max() / cupy.abs(want).max())
-        rows[name] = dict(cupy_float16=timed(lambda: a @ b, reps), cublas_float16=timed(lambda: half_matmul(a, b), reps),
+        rows[name] = dict(cupy_float16=timed(lambda: a @ b, reps),
+                          cublas_float16=timed(lambda: half_matmul(a, b), reps),
                           cupy_float32=timed(lambda: a32 @ b32, reps), max_rel_error=err)
     return rows
 
@@ -112,7 +113,8 @@ def main_products(args):
     from minibert.model.config import PRESETS
     results = {}
     print(f"attention's products, batch {args.batch}, heads of 64, ms (median of {args.reps})")
-    print("| preset, T | product | CuPy float16 | cuBLAS float16 (gemm.py) | CuPy float32 | CuPy f16 / cuBLAS f16 | max rel err |")
+    print("| preset, T | product | CuPy float16 | cuBLAS float16 (gemm.py) | CuPy float32 "
+          "| CuPy f16 / cuBLAS f16 | max rel err |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for preset, (_, hidden, heads) in PRESETS.items():
         if preset not in args.presets:
@@ -122,7 +124,8 @@ def main_products(args):
             results[f"{preset} {T}"] = rows
             for name, r in rows.items():
                 print(f"| {preset}, {T} | {name} | {r['cupy_float16']:.3f} | {r['cublas_float16']:.3f} | "
-                      f"{r['cupy_float32']:.3f} | {r['cupy_float16'] / r['cublas_float16']:.1f}x | {r['max_rel_error']:.1e} |")
+                      f"{r['cupy_float32']:.3f} | {r['cupy_float16'] / r['cublas_float16']:.1f}x "
+                      f"| {r['max_rel_error']:.1e} |")
     return results
 
 

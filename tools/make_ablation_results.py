@@ -79,8 +79,9 @@ def one_run(name: str, seed: int, flags: dict, tmp: Path, batches: list, base: d
     out = tmp / f"{name.replace(' ', '-').replace('%', '')}-{seed}"
     result = pretrain(TrainArgs(out=str(out), **settings(seed, base, steps, **flags)), log=lambda *a: None)
     if result.step != steps:        # a signal (a time limit's SIGTERM) ends a run early, and cleanly: keep it out
-        sys.exit(f"{name} seed {seed}: stopped at step {result.step} of {steps} ({result.stopped_by or 'why unknown'}); "
-                 "not recorded: --resume runs it again")
+        why = result.stopped_by or "why unknown"
+        sys.exit(f"{name} seed {seed}: stopped at step {result.step} of {steps} ({why}); not recorded: "
+                 "--resume runs it again")
     evals = [[_round(e.get(k)) for k in KEEP] for e in result.history if e["kind"] == "eval"]
     common = evaluate(result.model, batches)
     return dict(seed=seed, evals=evals, common=dict(mlm_loss=_round(common["mlm_loss"]),

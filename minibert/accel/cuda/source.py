@@ -4,6 +4,8 @@
 which every kernel is compiled after.  ``tests/cuda_on_cpu.py`` compiles
 the same strings for the CPU.
 """
+from functools import lru_cache
+
 # Dropout's uniform number for element i of the draw keyed `key`, computed where it is used
 # (minibert/accel/counter_rng.py has the same hash in NumPy, and says why):
 #   z = mix64(key + (i + 1) * golden);  u = top 24 bits / 2^24 (float) or top 53 bits / 2^53 (double)
@@ -263,6 +265,7 @@ extern "C" __global__ void colsum_finish(const T* part, T* out, const int G, con
 """
 
 
+@lru_cache(maxsize=None)       # one string per kernel and precision: the compiled-kernel cache looks it up each call
 def typed(kernel: str, half: bool) -> str:
     """An attention kernel's source with its storage types set: T throughout, or float16 (its bits as
     unsigned short) for the scores and probs_d of the forward kernel and dp of the backward one."""
