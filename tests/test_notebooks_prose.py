@@ -846,6 +846,77 @@ def claims_10_gpu(outputs):
     assert b512["step"] == base512["mbmx"]
     yield f"a small part of the measured mixed step ({b512['step']} ms for `base`, 512)"
 
+    # the afternoon's file: the attention products in float16, alone and in the step
+    yield from claims_10_products(outputs, r)
+
+
+def claims_10_products(outputs, morning):
+    t = output_with(outputs, "timed alone:")
+    (date,) = numbers(t, r"^this part: .*, measured (\d{4}-\d\d-\d\d) ")
+    (cupy,) = numbers(t, r"^this part: .*, CuPy (\S+)$")
+    assert t.count("NVIDIA H200") == 2, "both files come from an NVIDIA H200, as the prose says"
+    yield f"Later on {date}, on an NVIDIA H200 again"
+    way = lambda dtype, how: numbers(t, rf"^{dtype}\s+{re.escape(how)}\s+{NUM}\s+{NUM}$")
+    f32, f32_rate = way("float32", "CuPy's matmul of the stacks")
+    f16, f16_rate = way("float16", "CuPy's matmul of the stacks")
+    direct, direct_rate = way("float16", "one cuBLAS call, float32 sums (gemm.py)")
+    (ceiling32,) = numbers(t, r"^\(the ceilings above: float32 (\d+) TFLOP/s")
+    (slower,) = numbers(t, rf"takes {NUM} times as long as its float32 one;$")
+    (faster,) = numbers(t, rf"^the direct call is {NUM} times as fast as CuPy's float16 product$")
+    assert float(f16) > float(f32) and float(slower) > 1, "'slower than the float32 product'"
+    assert float(f16_rate) < int(ceiling32), "'below even the float32 ceiling'"
+    assert float(direct) < min(float(f32), 1.0), \
+        "the direct call: faster than float32, 'a small fraction of a millisecond'"
+    yield (f"The float16 product took {f16} ms, **{slower} times as long as the float32 one** ({f32} ms): "
+           f"{f16_rate} TFLOP/s, below even the float32 ceiling")
+    yield f"CuPy {cupy}'s product of two float16 *matrices*"
+    yield f"the same product in {direct} ms ({direct_rate} TFLOP/s), {faster} times as fast as CuPy's float16 product"
+
+    t = output_with(outputs, "mixed step at seq-len 512, batch 32")
+    runs = {}
+    for key, label in (("morning", "float32 (morning, the table above)"),
+                       ("cupy", "float16, CuPy's matmul of the stacks"),
+                       ("direct", "float16, one cuBLAS call (gemm.py)")):
+        values = numbers(t, rf"^{re.escape(label)}\s+" + r"\s+".join([NUM, NUM, NUM + "x"] * 2) + "$")
+        runs[key] = {"small": dict(zip(("mb", "pt", "ratio"), values[:3])),
+                     "base": dict(zip(("mb", "pt", "ratio"), values[3:]))}
+    m, c, d = runs["morning"], runs["cupy"], runs["direct"]
+    for preset in ("small", "base"):
+        table = morning[preset, 512]
+        assert (m[preset]["mb"], m[preset]["pt"], m[preset]["ratio"]) == (table["mbmx"], table["ptmx"], table["rmx"]), \
+            "the morning's row is the table above's"
+    f = lambda run, preset, key: float(run[preset][key])
+    assert f(m, "small", "pt") != f(d, "small", "pt"), "'PyTorch's step moved too between the two measurements'"
+    yield (f"(autocast eager at `small`, 512: {m['small']['pt']} ms in the morning, {d['small']['pt']} in the "
+           "afternoon)")
+    assert all(f(d, p, "mb") < f(m, p, "mb") for p in ("small", "base")), "'went from ... to'"
+    yield (f"minibert's mixed step at seq-len 512 went from {m['small']['mb']} to {d['small']['mb']} ms (`small`) "
+           f"and from {m['base']['mb']} to {d['base']['mb']} ms (`base`)")
+    assert 0.95 < f(c, "small", "mb") / f(m, "small", "mb") < 1, "'barely faster ... at small'"
+    assert f(c, "base", "mb") > f(m, "base", "mb"), "'slower at base'"
+    yield f"CuPy's float16 stacks had given {c['small']['mb']} and {c['base']['mb']} ms"
+    assert all(1 < f(d, p, "ratio") < f(m, p, "ratio") for p in ("small", "base")), "'narrowed but did not close'"
+    yield (f"minibert's step takes **{d['small']['ratio']}** (`small`) and **{d['base']['ratio']}** "
+           f"(`base`) times as long as autocast eager's, down from {m['small']['ratio']} and {m['base']['ratio']}")
+
+    up = {p: numbers(t, rf"^{p}\s+512: float32 {NUM}, speed-up {NUM}x with float32 attention products, "
+                        rf"{NUM}x with the direct call$") for p in ("small", "base")}
+    assert all(float(up[p][2]) > float(up[p][1]) for p in up)
+    assert all(up[p][1] == morning[p, 512]["mb_up"] for p in up), "the 'before' speed-ups are the table above's"
+    yield (f"minibert's step {up['small'][2]}x (`small`) and {up['base'][2]}x (`base`) as fast as its float32 "
+           f"step, where it was {up['small'][1]}x and {up['base'][1]}x")
+
+    at128 = {p: numbers(t, rf"^{p}\s+" + r"\s+".join([NUM] * 5) + "$") for p in ("tiny", "mini", "small")}
+    near = lambda a, b: abs(float(a) / float(b) - 1) < 0.1
+    assert all(near(at128[p][1], at128[p][0]) for p in ("tiny", "small")), "'kept about their times'"
+    yield ("`tiny` and `small` kept about their times ({} and {} ms, {} and {} ms)"
+           .format(*at128["tiny"][:2], *at128["small"][:2]))
+    before, after, fastest, pt_before, pt_after = at128["mini"]
+    assert float(after) > 1.8 * float(before) and float(fastest) > 1.8 * float(before), "'doubled', 'even its fastest'"
+    assert near(pt_after, pt_before), "'PyTorch's mini step did not move'"
+    yield (f"its step doubled, from {before} to {after} ms, and even its fastest step took {fastest} ms")
+    yield f"PyTorch's `mini` step did not move ({pt_before} and {pt_after} ms)"
+
 
 # ------------------------------------------------------------------ 11 data parallelism
 def claims_11(outputs):
