@@ -1,8 +1,9 @@
 """One full pre-training step, minibert against PyTorch, side by side on this machine.
 
 A step is: forward with MLM and NSP labels (dropout on), backward, AdamW.
-Four forms are timed, each in a fresh process of its own with the same
-thread count, dtype, batch and dropout:
+Four forms are timed, each in a fresh process of its own (or, with
+``--in-process``, one after another in this one) with the same thread count,
+dtype, batch and dropout:
 
   minibert        minibert.BertForPreTraining + minibert.optim.AdamW
   torch-gathered  transformers' BertForPreTraining, but the MLM head applied
@@ -140,6 +141,17 @@ def reset_peak_rss():
 
 
 # ---------------------------------------------------------------------------- worker
+_PEAKS = {}
+
+
+def gemm_peak_once(key, *a, **k):
+    """``gemm_peak`` once per (library, dtype) in a process: with --in-process every form of every
+    preset shares it."""
+    if key not in _PEAKS:
+        _PEAKS[key] = gemm_peak(*a, **k)
+    return _PEAKS[key]
+
+
 def gemm_peak(matmul, make, n=2048, reps=7):
     """GFLOP/s of an n x n x n float32 matmul: the best this library does on this machine."""
     a, b = make(n), make(n)
@@ -163,11 +175,12 @@ def run_minibert(cfg, batch, args):
         import cupy
         sync = cupy.cuda.Device().synchronize
         peak_dtype = np.float16 if args.mixed_precision else np.float32
-        peak = gemm_peak(lambda a, b: (a @ b, sync()), lambda n: cupy.asarray(
+        peak = gemm_peak_once(("cupy", peak_dtype), lambda a, b: (a @ b, sync()), lambda n: cupy.asarray(
             rng.standard_normal((n, n)).astype(peak_dtype)), n=4096)
         # the batch stays on the host, as the trainer's does: checked there, then copied
     else:
-        peak = gemm_peak(lambda a, b: a @ b, lambda n: rng.standard_normal((n, n)).astype(np.float32))
+        peak = gemm_peak_once(("numpy",), lambda a, b: a @ b,
+                              lambda n: rng.standard_normal((n, n)).astype(np.float32))
     # minibert's kernels (and their malloc setting), as the command line and the trainer run them
     model = mb.BertForPreTraining(mb.BertConfig(**cfg), seed=0, dtype=args.dtype, device=args.device,
                                   mixed_precision=args.mixed_precision, kernels="fast")
@@ -202,10 +215,10 @@ def run_torch(cfg, batch, args, gathered, attn):
     if args.device == "cuda":
         sync = torch.cuda.synchronize
         peak_dtype = torch.float16 if args.mixed_precision else torch.float32
-        peak = gemm_peak(lambda a, b: (a @ b, sync()),
-                         lambda n: torch.randn(n, n, dtype=peak_dtype, device=dev), n=4096)
+        peak = gemm_peak_once(("torch", peak_dtype), lambda a, b: (a @ b, sync()),
+                              lambda n: torch.randn(n, n, dtype=peak_dtype, device=dev), n=4096)
     else:
-        peak = gemm_peak(lambda a, b: a @ b, lambda n: torch.randn(n, n, dtype=torch.float32))
+        peak = gemm_peak_once(("torch",), lambda a, b: a @ b, lambda n: torch.randn(n, n, dtype=torch.float32))
     hc = transformers.BertConfig(**cfg)
     hc._attn_implementation = attn
     torch.manual_seed(0)
@@ -252,6 +265,13 @@ def run_torch(cfg, batch, args, gathered, attn):
 
 
 def worker(args):
+    print(json.dumps(measure(args)))
+
+
+def measure(args):
+    """One form (``args.worker``) on one preset: warm-up, timed steps, memory; the result as a dict."""
+    import gc
+    gc.collect()                        # in one process for all forms: the last form's model is gone
     cfg = config_dict(args.preset, args.vocab_size, args.dropout)
     batch, n_masked = make_batch(cfg, args.batch, args.seq_len)
     base_kib = _status_kib("VmRSS")
@@ -288,11 +308,11 @@ def worker(args):
             peak_kib, base_kib = torch.cuda.max_memory_reserved() / 1024, 0
     med = statistics.median(times)
     flops = step_flops(cfg, args.batch, args.seq_len, n_masked)
-    print(json.dumps(dict(form=args.form, preset=args.preset, step_s=med, min_s=min(times),
-                          times=times, tokens_per_s=args.batch * args.seq_len / med,
-                          gflops=flops / med / 1e9, gemm_peak=peak, step_gflop=flops / 1e9,
-                          peak_mib=(peak_kib - base_kib) / 1024, rss_peak_mib=peak_kib / 1024,
-                          n_masked=n_masked, first_loss=losses[0], last_loss=losses[-1])))
+    return dict(form=args.form, preset=args.preset, step_s=med, min_s=min(times),
+                times=times, tokens_per_s=args.batch * args.seq_len / med,
+                gflops=flops / med / 1e9, gemm_peak=peak, step_gflop=flops / 1e9,
+                peak_mib=(peak_kib - base_kib) / 1024, rss_peak_mib=peak_kib / 1024,
+                n_masked=n_masked, first_loss=losses[0], last_loss=losses[-1])
 
 
 # ---------------------------------------------------------------------------- parent
@@ -321,6 +341,10 @@ def wait_for_idle(max_wait, threshold=0.15):
 
 
 def spawn(form, preset, args):
+    if args.in_process:
+        r = measure(argparse.Namespace(**{**vars(args), "worker": form, "preset": preset}))
+        r["busy_before"] = None
+        return r
     env = dict(os.environ)
     for var in THREAD_VARS:
         env[var] = str(args.threads)  # before numpy/torch are imported in the child
@@ -384,11 +408,16 @@ def machine_line(device="cpu"):
 
 
 def main_parent(args):
+    if args.in_process:
+        for var in THREAD_VARS:
+            os.environ[var] = str(args.threads)   # before numpy and torch are imported
+        sys.path.insert(0, str(ROOT))
     print(f"# {machine_line(args.device)}")
     precision = "mixed float16 (float32 master weights)" if args.mixed_precision else args.dtype
     print(f"# device {args.device}, seq-len {args.seq_len}, batch {args.batch}, {args.threads} threads, {precision}, "
           f"dropout {args.dropout}, torch attention '{args.attn}', warm-up {args.warmup}, "
-          f"{args.reps} timed steps (median)")
+          f"{args.reps} timed steps (median)"
+          + (", every form in this one process" if args.in_process else ", a process per form"))
     results = []
     for preset in args.presets:
         # rounds interleave the forms, so that a burst of outside load hits all of them
@@ -536,6 +565,10 @@ def parse(argv=None):
     ap.add_argument("--rounds", type=int, default=2, help="processes per form, interleaved (steps pooled)")
     ap.add_argument("--wait-idle", type=float, default=60.0,
                     help="before each run, wait up to this many seconds for the other processes to go quiet")
+    ap.add_argument("--in-process", action="store_true",
+                    help="every form in this one process, one after another (minutes fewer on a GPU, where "
+                         "each process starts CuPy, torch and transformers; the CPU's peak memory then "
+                         "counts what earlier forms left behind)")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--profile", metavar="PRESET", help="per-function profile of minibert's step instead")
     ap.add_argument("--smoke", action="store_true", help="a few seconds: tiny shapes, to check the script runs")

@@ -15,6 +15,8 @@
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
+#   INPROC=1: the step table with bench_step.py --in-process (every form in one process per setting,
+#   without a start-up of CuPy, torch and transformers per form and size).
 #   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep products) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
@@ -49,6 +51,7 @@ part steps && for precision in float32 mixed; do
     echo "== bench_step $precision seq-len $seq"
     $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag \
         --forms minibert torch-gathered torch-sdpa --rounds "$rounds" --reps "$reps" --wait-idle 0 \
+        ${INPROC:+--in-process} \
         --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
     sed -n '/## ratios/,$p' "$OUT/$name.md"
   done

@@ -22,6 +22,21 @@ def test_bench_step_smoke_prints_every_form_and_the_ratios():
     assert "MFU (% of peak)" in res.stdout
 
 
+def test_bench_step_in_one_process_times_every_form_as_the_workers_do(tmp_path):
+    """--in-process: the same forms, measured by the same function, in the parent (the GEMM peak
+    measured once per library)."""
+    out = tmp_path / "step.json"
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--smoke", "--in-process",
+                          "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "every form in this one process" in res.stdout.splitlines()[1]
+    rows = json.loads(out.read_text())
+    assert [r["form"] for r in rows] == ["minibert", "torch-gathered", "torch-stock", "torch-sdpa"]
+    assert all(r["step_s"] > 0 and len(r["times"]) == 2 and r["busy_before"] == [None] for r in rows)
+    torch_peaks = {r["gemm_peak"] for r in rows if r["form"] != "minibert"}
+    assert len(torch_peaks) == 1                     # one torch product timed for the three torch forms
+
+
 def test_bench_step_profile_smoke_accounts_for_the_step():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--profile", "tiny",
                           "--batch", "2", "--seq-len", "16", "--reps", "1", "--warmup", "1",
