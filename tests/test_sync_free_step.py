@@ -27,23 +27,74 @@ REASON = cuda_on_cpu.unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 READS = []      # one entry per read of a device value: what read it
+LAUNCHES = []   # one entry per operation on device arrays that CuPy runs as (at least) one kernel
+# functions that only look at an array, or return a view of it: no kernel on a GPU
+VIEWS = {"reshape", "transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "broadcast_to",
+         "shape", "ndim", "size", "result_type", "may_share_memory", "shares_memory", "atleast_1d",
+         "atleast_2d", "iscomplexobj", "isrealobj", "ascontiguousarray", "asarray", "array_equal",
+         "empty", "empty_like"}
+_inside = [0]   # depth of array functions running: their own ufuncs are part of them
 
 
 class Device(np.ndarray):
     """A NumPy array that counts as on the GPU: every result computed from it is one too (0-d
-    results stay arrays, as CuPy's do), and every way of reading it on the host is recorded."""
+    results stay arrays, as CuPy's do), every way of reading it on the host is recorded, and so is
+    every operation that would launch a kernel (``LAUNCHES``)."""
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
         return np.asarray(obj).view(Device)
 
-    def __array_function__(self, func, types_, args, kwargs):
-        plain = tuple(np.ndarray if t is Device else t for t in types_)
-        result = super().__array_function__(func, plain, args, kwargs)
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        if not _inside[0]:
+            LAUNCHES.append(f"{ufunc.__name__}{'' if method == '__call__' else '.' + method} at {_site()}")
+        inputs = tuple(x.view(np.ndarray) if isinstance(x, Device) else x for x in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, Device) else o for o in out)
+        result = getattr(ufunc, method)(*inputs, **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        if isinstance(result, tuple):
+            return tuple(np.asarray(r).view(Device) for r in result)
         return np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else result
 
+    def __array_function__(self, func, types_, args, kwargs):
+        if func.__name__ == "ascontiguousarray" and not all(
+                a.flags.c_contiguous for a in args[:1] if isinstance(a, np.ndarray)):
+            LAUNCHES.append(f"ascontiguousarray (a copy) at {_site()}")
+        elif func.__name__ not in VIEWS and not _inside[0]:
+            LAUNCHES.append(f"{func.__name__} at {_site()}")
+        plain = tuple(np.ndarray if t is Device else t for t in types_)
+        _inside[0] += 1
+        try:
+            result = super().__array_function__(func, plain, args, kwargs)
+        finally:
+            _inside[0] -= 1
+        return np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else result
+
+    def astype(self, dtype, *args, copy=True, **kwargs):
+        if copy or np.dtype(dtype) != self.dtype:
+            LAUNCHES.append(f"astype at {_site()}")
+        return super().astype(dtype, *args, copy=copy, **kwargs)
+
+    def copy(self, *args, **kwargs):
+        LAUNCHES.append(f"copy at {_site()}")
+        return super().copy(*args, **kwargs)
+
+    def __setitem__(self, index, value):
+        if not _inside[0]:
+            LAUNCHES.append(f"setitem at {_site()}")
+        _inside[0] += 1
+        try:
+            super().__setitem__(index, value)
+        finally:
+            _inside[0] -= 1
+
     def __getitem__(self, index):
-        if any(getattr(i, "dtype", None) == bool for i in (index if isinstance(index, tuple) else (index,))):
+        parts = index if isinstance(index, tuple) else (index,)
+        if any(getattr(i, "dtype", None) == bool for i in parts):
             READS.append(f"a boolean mask's count at {_caller()}")      # the result's size is data
+        if not _inside[0] and any(isinstance(i, (np.ndarray, list)) for i in parts):
+            LAUNCHES.append(f"gather at {_site()}")                    # an index array: a kernel
         result = super().__getitem__(index)
         return np.asarray(result).view(Device) if isinstance(result, np.generic) else result
 
@@ -77,6 +128,13 @@ class Device(np.ndarray):
         return super().nonzero()
 
 
+def _site():
+    """The innermost line of minibert on the stack: where a launch was made."""
+    import traceback
+    frames = [f for f in traceback.extract_stack() if "/minibert/" in f.filename]
+    return f"{frames[-1].filename.split('/minibert/')[-1]}:{frames[-1].lineno}" if frames else "?"
+
+
 def _caller():
     """Where in minibert the read was made: file and line."""
     import traceback
@@ -94,6 +152,10 @@ def _on_device(value):
 SIZED_BY_DATA = ("nonzero", "flatnonzero", "argwhere", "unique", "compress", "extract")
 
 
+# functions that fill a new array: a kernel on a GPU (``empty`` is none)
+FILLS = ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "eye")
+
+
 def device_numpy():
     """NumPy whose functions return ``Device`` arrays: what a model on the GPU calls ``xp``."""
     xp = types.ModuleType("device_numpy")
@@ -103,6 +165,8 @@ def device_numpy():
             def wrapped(*args, _f=attr, _name=name, **kwargs):
                 if _name in SIZED_BY_DATA and any(isinstance(a, Device) for a in args):
                     READS.append(f"{_name} at {_caller()}")
+                if _name in FILLS and not _inside[0]:
+                    LAUNCHES.append(f"{_name} at {_site()}")
                 return _on_device(_f(*args, **kwargs))
             attr = wrapped
         setattr(xp, name, attr)

@@ -167,9 +167,9 @@ class BertModel:
 
     @staticmethod
     def _add_grad(buffer, g):
-        """The one way a gradient reaches its buffer (a view into ``params.grad``), zeroed before a backward
-        unless it accumulates; a gradient of fewer rows (T positions of a (max_position, H) table): the first."""
-        buffer[:len(g)] += g
+        """The one way a gradient reaches its buffer, a view of ``params.grad`` (the first T rows of a table)."""
+        rows = buffer[:len(g)]
+        rows += g       # in place on the view, one kernel (``buffer[:n] += g`` would also write the slice back)
 
     # ----------------------------------------------------------------- public API
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=None) -> BertOutput:
