@@ -4,9 +4,10 @@
     python benchmarks/bench_sweep.py --device cuda --mixed-precision --json runs/sweep_mixed.json
     python benchmarks/bench_sweep.py --smoke                             # seconds on the CPU: the script runs
 
-The step is ``bench_step.py``'s (forward with both losses, backward, AdamW; in mixed precision the
-loss scaler's step as the trainer takes it), all in one process, one shape after another: the
-median of ``--reps`` steps after ``--warmup``, each ending with ``float(loss)``.  For each shape
+The step is ``bench_step.py``'s, measured by its ``measure`` (forward with both losses, backward,
+AdamW; in mixed precision the loss scaler's step as the trainer takes it), all in one process, one
+shape after another: the median of ``--reps`` steps after ``--warmup``, each ending with
+``float(loss)``.  For each shape
 it prints the time, tokens per second, the GFLOP/s of the step's matrix products
 (``bench_step.step_flops``: the MLM decoder at the labelled positions and attention's products
 included) and their share of a large product's rate timed in the same process (MFU).
@@ -20,31 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import config_dict, make_batch, run_minibert, step_flops  # noqa: E402
+import bench_step  # noqa: E402
+from bench_step import config_dict  # noqa: E402
 
 
 def measure(preset, B, T, args):
-    """One shape: its step built as bench_step builds minibert's, then timed."""
-    cfg = config_dict(preset, args.vocab_size, args.dropout)
-    batch, n_masked = make_batch(cfg, B, T)
-    step, peak = run_minibert(cfg, batch, args)
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.reps):
-        t0 = time.perf_counter()
-        step()                                   # float(loss): waits for the device
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
-    flops = step_flops(cfg, B, T, n_masked)
-    return dict(preset=preset, batch=B, seq_len=T, step_ms=1e3 * med, best_ms=1e3 * min(times),
-                tokens_per_s=B * T / med, gflops=flops / med / 1e9, gemm_peak=peak, mfu=flops / med / 1e9 / peak)
+    """One shape, measured by ``bench_step.measure`` as its minibert form is (the GEMM peak timed once)."""
+    r = bench_step.measure(argparse.Namespace(**vars(args), worker="minibert", preset=preset, batch=B, seq_len=T))
+    return dict(preset=preset, batch=B, seq_len=T, step_ms=1e3 * r["step_s"], best_ms=1e3 * r["min_s"],
+                tokens_per_s=r["tokens_per_s"], gflops=r["gflops"], gemm_peak=r["gemm_peak"],
+                mfu=r["gflops"] / r["gemm_peak"])
 
 
 def main(argv=None):

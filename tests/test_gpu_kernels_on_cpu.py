@@ -399,30 +399,25 @@ def test_the_kernels_convert_float16_as_numpy_does(kernels):
 def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     """The same source through NVIDIA's compiler: what the host compiler accepts and CUDA would not."""
     import subprocess
-    elementwise = cuda_kernels.elementwise()
-    parts = [cuda_source.REDUCE.replace("CTYPE", ctype), cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD,
-             cuda_source.typed(cuda_source.ATTENTION_FWD, False), cuda_source.typed(cuda_source.ATTENTION_BWD, False),
-             cuda_source.COLSUM]
-    for k in elementwise.values():
+
+    def compiles(name, parts, kernel_names):
+        source = tmp_path / f"{name}.cu"
+        source.write_text("\n".join([cuda_source.REDUCE.replace("CTYPE", ctype)] + parts))
+        done = subprocess.run([cuda_on_cpu.nvcc(), "--ptx", "-arch=sm_80", "--std=c++14", str(source),
+                               "-o", str(tmp_path / f"{name}.ptx")], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        ptx = (tmp_path / f"{name}.ptx").read_text()
+        for kernel in kernel_names:
+            assert f".entry {kernel}(" in ptx, kernel
+
+    parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
+             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_source.COLSUM]
+    for k in cuda_kernels.elementwise().values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
-    source = tmp_path / "kernels.cu"
-    source.write_text("\n".join(parts))
-    done = subprocess.run([cuda_on_cpu.nvcc(), "--ptx", "-arch=sm_80", "--std=c++14", str(source),
-                           "-o", str(tmp_path / "kernels.ptx")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ptx = (tmp_path / "kernels.ptx").read_text()
-    for name in ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                 "minibert_gelu_fwd", "colsum_part", "colsum_finish"):
-        assert f".entry {name}(" in ptx, name
+    compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
+                                "minibert_gelu_fwd", "colsum_part", "colsum_finish"))
     if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
-        half = tmp_path / "half.cu"
-        half.write_text("\n".join([cuda_source.REDUCE.replace("CTYPE", ctype), HALF_ROUNDTRIP,
-                                   cuda_source.typed(cuda_source.ATTENTION_FWD, True),
-                                   cuda_source.typed(cuda_source.ATTENTION_BWD, True)]))
-        done = subprocess.run([cuda_on_cpu.nvcc(), "--ptx", "-arch=sm_80", "--std=c++14", str(half),
-                               "-o", str(tmp_path / "half.ptx")], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-3000:]
-        ptx = (tmp_path / "half.ptx").read_text()
-        for name in ("attention_fwd", "attention_bwd", "half_roundtrip"):
-            assert f".entry {name}(" in ptx, name
+        compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
+                          cuda_source.typed(cuda_source.ATTENTION_BWD, True)],
+                 ("attention_fwd", "attention_bwd", "half_roundtrip"))

@@ -67,10 +67,7 @@ def launches_per_step(corpus_file, tmp_path, monkeypatch, **kw):
 
 
 def report(counts: collections.Counter, top=25) -> str:
-    by_site = collections.Counter()
-    for what, n in counts.items():
-        by_site[what] += n
-    lines = [f"{n:4d}  {what}" for what, n in by_site.most_common(top)]
+    lines = [f"{n:4d}  {what}" for what, n in counts.most_common(top)]
     return f"{sum(counts.values())} launches, {len(counts)} sites; the most:\n" + "\n".join(lines)
 
 

@@ -75,8 +75,13 @@ def common_batches(seed: int, tmp: Path, base: dict, steps: int) -> list:
                         log=lambda *a: None)[3]
 
 
+def slug(name: str) -> str:
+    """An ablation's name in a file name: "30% masked" -> "30-masked"."""
+    return name.replace(" ", "-").replace("%", "")
+
+
 def one_run(name: str, seed: int, flags: dict, tmp: Path, batches: list, base: dict, steps: int) -> dict:
-    out = tmp / f"{name.replace(' ', '-').replace('%', '')}-{seed}"
+    out = tmp / f"{slug(name)}-{seed}"
     result = pretrain(TrainArgs(out=str(out), **settings(seed, base, steps, **flags)), log=lambda *a: None)
     if result.step != steps:        # a signal (a time limit's SIGTERM) ends a run early, and cleanly: keep it out
         why = result.stopped_by or "why unknown"
@@ -100,7 +105,7 @@ def in_parallel(jobs: int, todo: list, child: list, parts: Path, take, save) -> 
         while waiting or running:
             while waiting and len(running) < jobs:
                 name = waiting.pop(0)
-                part = parts / (name.replace(" ", "-").replace("%", "") + ".json")
+                part = parts / f"{slug(name)}.json"
                 log = open(part.with_suffix(".log"), "w", encoding="utf-8")
                 running[name] = (subprocess.Popen(child + ["--only", name, "--out", str(part), "--resume"],
                                                   stdout=log, stderr=subprocess.STDOUT), part, log)
@@ -190,9 +195,11 @@ def main(argv=None) -> None:
         part.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
         part.replace(out)
 
+    def has_all(name) -> bool:
+        return sorted(r["seed"] for r in results["ablations"].get(name, {}).get("runs", [])) == seeds
+
     def whole() -> bool:
-        return all(sorted(r["seed"] for r in results["ablations"].get(n, {}).get("runs", [])) == seeds
-                   for n in ABLATIONS)
+        return all(has_all(n) for n in ABLATIONS)
 
     if args.merge:
         for path in args.merge:
@@ -204,8 +211,7 @@ def main(argv=None) -> None:
         return
 
     if args.jobs > 1:
-        todo = [n for n in ABLATIONS if (not args.only or n in args.only)
-                and sorted(r["seed"] for r in results["ablations"].get(n, {}).get("runs", [])) != seeds]
+        todo = [n for n in ABLATIONS if (not args.only or n in args.only) and not has_all(n)]
         child = [sys.executable, str(Path(__file__).resolve()), "--recipe", args.recipe, "--steps", str(steps),
                  "--seeds", str(args.seeds), "--device", args.device]
         child += ["--data-dir", args.data_dir] if args.data_dir else []
@@ -213,7 +219,7 @@ def main(argv=None) -> None:
         parts = out.with_name(out.name + ".jobs")
         for name in todo:        # each process starts from the runs of its ablation the results hold
             mine = {name: results["ablations"][name]} if name in results["ablations"] else {}
-            part = parts / (name.replace(" ", "-").replace("%", "") + ".json")
+            part = parts / f"{slug(name)}.json"
             part.parent.mkdir(parents=True, exist_ok=True)
             part.write_text(json.dumps(dict(results, ablations=mine)) + "\n", encoding="utf-8")
         before = {n: len(a["runs"]) for n, a in results["ablations"].items()}

@@ -184,15 +184,17 @@ class AttentionCache(NamedTuple):
     dead: object         # (B,) bool: sequences whose every key is masked, or None
 
 
-def product(a, b):
-    """``ops.attention.product`` with the GPU's own float16 product (tensor cores)."""
-    return half_matmul(a, b).astype(np.float32) if a.dtype == np.float16 else a @ b
-
-
 def raw_product(a, b):
     """a @ b as the kernels take it: in mixed precision the float16 product, not widened (the kernel
     reads float16 and computes in float32, as ``product`` followed by the reference's kernel would)."""
     return half_matmul(a, b) if a.dtype == np.float16 else a @ b
+
+
+def product(a, b):
+    """``ops.attention.product`` with the GPU's own float16 product (tensor cores): ``raw_product``
+    widened to float32."""
+    c = raw_product(a, b)
+    return c.astype(np.float32) if c.dtype == np.float16 else c
 
 
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):

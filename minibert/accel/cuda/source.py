@@ -269,7 +269,7 @@ extern "C" __global__ void colsum_finish(const T* part, T* out, const int G, con
 def typed(kernel: str, half: bool) -> str:
     """An attention kernel's source with its storage types set: T throughout, or float16 (its bits as
     unsigned short) for the scores and probs_d of the forward kernel and dp of the backward one."""
-    io = (("unsigned short", "half_to_float", "float_to_half") if half else ("T", "", ""))
-    for name, (typ, load, store) in {"SCORE": io, "PD": io, "D": io}.items():
+    typ, load, store = ("unsigned short", "half_to_float", "float_to_half") if half else ("T", "", "")
+    for name in ("SCORE", "PD", "D"):       # in this order: "PD_T" holds "D_T"
         kernel = kernel.replace(f"{name}_T", typ).replace(f"{name}_IN", load).replace(f"{name}_OUT", store)
     return kernel
