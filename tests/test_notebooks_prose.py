@@ -1005,16 +1005,11 @@ def claims_12(outputs):
 
 
 def claims_12_wikitext2(outputs, builtin):
-    """The WikiText-2 section: its prose is written for seeds 0 and 1, with seed 2 still to come."""
+    """The WikiText-2 section, written for its three seeds."""
     t = output_with(outputs, "WikiText-2 results, planned seeds")
-    assert "the file is complete" not in t, \
-        "the WikiText-2 file is complete now: rewrite its section's prose (written for two seeds) and these claims"
-    (to_come,) = numbers(t, r"^the file is not complete: seed (\d+) still to come for every setting$")
+    assert "the file is complete" in t, "the WikiText-2 section's prose is written for the complete file"
     held = set(re.findall(r"^\s+\S.*?\s+(\d+ of \d+): (seeds? .*)$", t, re.MULTILINE))
-    assert held == {("2 of 3", "seeds 0, 1")}, f"the prose says every setting has seeds 0 and 1: {held}"
-    yield "it holds seeds 0 and 1"
-    yield f"**seed {to_come} is still to come**"
-    yield f"Seed {to_come} is still to come."
+    assert held == {("3 of 3", "seeds 0, 1, 2")}, f"the prose is written for seeds 0, 1 and 2: {held}"
     sizes = output_with(outputs, "positions a run")
     small = numbers(sizes, r"^builtin\s+tiny: (\d+ layers of width \d+);.* ([\d,]+) positions a run$")
     large = numbers(sizes, r"^wikitext-2\s+mini: (\d+ layers of width \d+);.* ([\d,]+) positions a run$")
@@ -1024,54 +1019,73 @@ def claims_12_wikitext2(outputs, builtin):
     t = output_with(outputs, "wikitext-2, mini, ")
     cells = ablation_table(t)
     own, common, acc, nsp, _ = zip(*cells.values())
-    d0, d1 = re.search(r"MLM loss on its held-out batches: (.*)$", t, re.MULTILINE).group(1).split(", ")
-    baselines = re.search(r"by seed: (.*)$", t, re.MULTILINE).group(1)
+    d = re.search(r"MLM loss on its held-out batches: (.*)$", t, re.MULTILINE).group(1).split(", ")
+    baselines = re.search(r"by seed: (.*)$", t, re.MULTILINE).group(1).split(", ")
     sd = common[0].split(" ± ")[1]
-    yield f"They end at {d0} and {d1} on their held-out batches: {common[0]}, against {builtin['default'][1]}"
-    assert all(float(b) - float(d) > 0.5 for b, d in zip(baselines.split(", "), (d0, d1))), "'well below'"
-    yield f"unigram baselines ({baselines})"
+    yield f"Its three seeds end at {d[0]}, {d[1]} and {d[2]} on their held-out batches: {common[0]}, " \
+          f"against {builtin['default'][1]}"
+    assert all(float(b) - float(x) > 0.5 for b, x in zip(baselines, d)), "'well below their unigram baselines'"
+    yield f"unigram baselines ({', '.join(baselines)})"
+    assert float(sd) < float(builtin["default"][1].split(" ± ")[1]) / 3, "'the default agrees with itself here'"
 
     # the second half of the run: a slow stretch for every setting with NSP, not for --no-nsp
-    fall = {name: numbers(t, rf"^{re.escape(name)}\s+(\d\.\d\d), (\d\.\d\d)\s+")
+    fall = {name: numbers(t, rf"^{re.escape(name)}\s+(\d\.\d\d), (\d\.\d\d), (\d\.\d\d)\s+")
             for name in SETTINGS_12}
     slow = [x for n in SETTINGS_12 if n != "no NSP" for x in fall[n]]
-    assert max(map(float, slow)) < 0.2 < 0.5 < min(map(float, fall["no NSP"])), "'stayed on their slow stretch'"
-    yield "their held-out loss fell by only {} and {} nats".format(*fall["default"])
+    assert max(map(float, slow)) < 0.2 < 0.4 < min(map(float, fall["no NSP"])), "'stayed on their slow stretch'"
+    yield "their held-out loss fell by only {}, {} and {} nats".format(*fall["default"])
     yield "with falls of {} to {}".format(*span(slow))
     with_nsp = [c.split("% ± ")[0] for n, c in zip(SETTINGS_12, acc) if n != "no NSP"]
     yield "an MLM accuracy of {}% to {}%".format(*span(with_nsp))
 
-    # --no-nsp, far out on both seeds
+    # the paired comparison, by the reader's paired_differences
+    p = output_with(outputs, "over the seeds: mean ± spread")
+    pair = {n: numbers(p, rf"^\s+{re.escape(n)}\s+([-+]\d\.\d+) ± (\d\.\d+)\s+mean / spread\s+(\d+\.\d)$")
+            for n in SETTINGS_12 if n != "default"}
+    for n, (mean, spread_, ratio) in pair.items():     # the mean of the table's paired column, to rounding
+        assert abs(float(mean) - sum(paired(cells[n][4])) / 3) < 0.006, f"{n}: the paired mean and the table disagree"
+
+    # --no-nsp, far out on every seed
     no_nsp = paired(cells["no NSP"][4])
     others = [abs(x) for n in SETTINGS_12[2:] for x in paired(cells[n][4])]
-    assert all(x < 0 for x in no_nsp) and min(map(abs, no_nsp)) > 10 * max(others), "'more than ten times'"
+    assert all(x < 0 for x in no_nsp) and min(map(abs, no_nsp)) / max(others) >= 6.99, "'seven times'"
     yield f"better than the default of the same seed by {cells['no NSP'][4]} nats"
     yield f"their MLM accuracy is {acc[1]} against the default's {acc[0]}"
-    yield "its loss fell by {} and {} nats".format(*fall["no NSP"])
+    yield "its loss fell by {}, {} and {} nats".format(*fall["no NSP"])
+    yield "its differences run from {} to {} nats".format(*(f"{x:.2f}" for x in sorted(map(abs, no_nsp))[::2]))
+    yield "paired they are {} ± {}, a mean only {} spreads from zero".format(*pair["no NSP"])
     yield f"its own batches' {own[1]} measures that other task"
 
-    # the other four: no larger than the default's spread
+    # the other four: no larger than the default's spread; the paired spreads separate them
     for name, flag in (("30% masked", "--mlm-probability 0.3"), ("pre-LN", "--pre-ln"),
                        ("no dropout", "--dropout 0"), ("whole words", "--whole-word-masking")):
         yield f"`{flag}` {cells[name][4]}"
         assert all(abs(x) <= float(sd) for x in paired(cells[name][4])), f"{flag}: 'none is larger than ... {sd}'"
     yield f"none is larger than the default's own spread, {sd}"
-    same_sign = [n for n in SETTINGS_12[2:] if len({x[0] for x in cells[n][4].strip("()").split(", ")}) == 1]
-    assert len(same_sign) == 3, "'three of them have the same sign on both seeds'"
+    below = [n for n in SETTINGS_12[2:] if all(x < 0 for x in paired(cells[n][4]))]
+    assert below == ["30% masked", "pre-LN"], f"'two of them are below the default on all three seeds': {below}"
+    yield "`--mlm-probability 0.3` is {} ± {}, a mean {} spreads".format(*pair["30% masked"])
+    yield "`--pre-ln` {} ± {}, {} spreads".format(*pair["pre-LN"])
+    ratios = {n: float(r) for n, (_, _, r) in pair.items()}
+    assert ratios["30% masked"] == max(ratios.values()) and ratios["30% masked"] > 2 * ratios["pre-LN"]
+    assert max(ratios["no dropout"], ratios["whole words"]) < 1, "'show no difference'"
 
     # NSP: learned, still climbing, one slow default seed
     yield f"NSP accuracy ends at {nsp[0]}"
     trained = sorted((c for c in nsp[1:] if c != "—"), key=lambda c: float(c.split("%")[0]))
     yield f"the flags' at {trained[0]} to {trained[-1]}"
     yield f"unlike the built-in corpus's {builtin['default'][3]}"
-    final_nsp = {n: numbers(t, rf"^{re.escape(n)}\s+\d\.\d\d, \d\.\d\d\s+(\d+\.\d)%, (\d+\.\d)%$")
+    final_nsp = {n: numbers(t, rf"^{re.escape(n)}\s+\d\.\d\d, \d\.\d\d, \d\.\d\d\s+"
+                                rf"(\d+\.\d)%, (\d+\.\d)%, (\d+\.\d)%$")
                  for n in SETTINGS_12 if n != "no NSP"}
-    yield "the default ends at {}% and {}%".format(*final_nsp["default"])
-    three = [x for n in ("30% masked", "whole words", "pre-LN") for x in final_nsp[n]]
-    yield "`--pre-ln` at {}% to {}% on both seeds".format(*span(three))
-    gains = {n: [float(f) - float(d) for f, d in zip(final_nsp[n], final_nsp["default"])]
+    yield "the default ends at {}%, {}% and {}%".format(*final_nsp["default"])
+    gains = {n: [float(f) - float(x) for f, x in zip(final_nsp[n], final_nsp["default"])]
              for n in final_nsp if n != "default"}
-    assert all(g[1] > g[0] for g in gains.values()), "'does better against the default on seed 1 than on seed 0'"
+    assert all(g[1] > max(g[0], g[2]) for g in gains.values()), "'further ahead of it on seed 1 than on seeds 0 and 2'"
+    assert all(g[0] > 0 and g[2] > 0 for g in [gains["30% masked"]]), "'--mlm-probability 0.3 above on both'"
+    assert all(g[0] < 0 and g[2] < 0 for g in [gains["no dropout"]]), "'--dropout 0 below it on both'"
+    yield "`--mlm-probability 0.3` ends above the default on both ({}% and {}%)".format(*final_nsp["30% masked"][::2])
+    yield "`--dropout 0` below it on both ({}% and {}%)".format(*final_nsp["no dropout"][::2])
 
     # against the built-in corpus
     yield f"the one candidate was `--mlm-probability 0.3` {builtin['30% masked'][4]}"
