@@ -52,6 +52,7 @@ _NP_CTYPES = {np.dtype(v): k for k, v in _C_DTYPES.items()}
 # a float16 array goes to a kernel as its bits: minibert's kernels take float16 as unsigned short
 # (added after _NP_CTYPES, which maps the elementwise kernels' dtypes, none of them float16)
 _C_DTYPES["unsigned short"] = np.float16
+_C_DTYPES["unsigned int"] = np.uint32      # the column sums' tickets
 
 _PRELUDE = r"""
 #include <ucontext.h>
@@ -88,6 +89,10 @@ static void wait_at(int b) {
 }  // namespace emu
 
 static inline void __syncthreads() { emu::wait_at(0); }
+// the blocks run one after another, and a block's threads are fibers of one OS thread: an atomic
+// is a plain read-modify-write, and every write is seen by the next block without a fence
+static inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { const unsigned int old = *p; *p += v; return old; }
+static inline void __threadfence() {}
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }

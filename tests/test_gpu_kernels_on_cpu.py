@@ -27,7 +27,7 @@ KERNEL_FUNCTIONS = ("layernorm_forward", "layernorm_backward", "gelu_forward", "
 
 
 def _clear_kernel_caches():
-    for cached in (cuda_kernels._raw, cuda_kernels.dummy, cuda_kernels.elementwise):
+    for cached in (cuda_kernels._raw, cuda_kernels.dummy, cuda_kernels.tickets, cuda_kernels.elementwise):
         cached.cache_clear()
 
 
@@ -167,6 +167,10 @@ def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33),
         for x, y in zip(again, (prod, plain)):        # no atomics: the same bits every time
             np.testing.assert_array_equal(np.asarray(x.get() if hasattr(x, "get") else x),
                                           np.asarray(y.get() if hasattr(y, "get") else y))
+    # each group's last block put its ticket back: the next launch finds every counter at 0
+    from minibert.accel.cuda import kernels as cuda_kernels
+    tickets = cuda_kernels.tickets()
+    assert not np.asarray(tickets.get() if hasattr(tickets, "get") else tickets).any(), "a ticket left taken"
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -416,7 +420,7 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                                "minibert_gelu_fwd", "colsum_part", "colsum_finish"))
+                                "minibert_gelu_fwd", "colsum"))
     if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
         compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
                           cuda_source.typed(cuda_source.ATTENTION_BWD, True)],

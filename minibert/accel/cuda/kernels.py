@@ -52,6 +52,14 @@ def dummy(dtype):
     return cupy.zeros(1, dtype=dtype)
 
 
+@lru_cache(maxsize=None)
+def tickets():
+    """Counters on the device, 0 between launches: the blocks of a column sum take a number from
+    their group's to find the last one, which sets it back to 0 (launches on one stream never overlap)."""
+    import cupy
+    return cupy.zeros(cuda_source.COLSUM_MAX_GROUPS, dtype=np.uint32)
+
+
 def threads_per_row(n):
     """Threads per block for rows of n: a multiple of 32, at most 256."""
     return int(min(256, max(32, 32 * math.ceil(n / 32))))

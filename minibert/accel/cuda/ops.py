@@ -86,22 +86,22 @@ def column_sums(a, b=None):
     """Sums over the rows of a (rows, H) array: (sum of a * b or None, sum of a), each (H,).
 
     CuPy's own reduction along the rows of a C-ordered array runs one column per group of
-    threads, reading with a stride of H; these kernels read along the rows instead."""
+    threads, reading with a stride of H; this kernel reads along the rows instead, and its last
+    block adds the partial sums (one launch)."""
     import cupy
     both = b is not None
-    if not (applies(a, b) if both else applies(a)) or a.ndim != 2 or not a.size:
+    if (not (applies(a, b) if both else applies(a)) or a.ndim != 2 or not a.size
+            or a.shape[1] > 32 * source.COLSUM_MAX_GROUPS):
         return ((a * b).sum(axis=0) if both else None), a.sum(axis=0)
     rows, H = a.shape
     col_blocks = (H + 31) // 32
     G = int(max(1, min((rows + 7) // 8, 1024 // col_blocks)))     # about 1024 blocks in all
     part = cupy.empty((G, 2, H), dtype=a.dtype)
-    kernels.kernel("colsum_part", source.COLSUM, a.dtype)(
-        (G * col_blocks,), (256,),
-        (a, b if both else kernels.dummy(a.dtype), np.int32(both), part, np.int64(rows), np.int32(H),
-         np.int32(col_blocks)))
     out = cupy.empty(2 * H, dtype=a.dtype)
-    kernels.kernel("colsum_finish", source.COLSUM, a.dtype)(
-        ((2 * H + 255) // 256,), (256,), (part, out, np.int32(G), np.int32(2 * H)))
+    kernels.kernel("colsum", source.COLSUM, a.dtype)(
+        (G * col_blocks,), (256,),
+        (a, b if both else kernels.dummy(a.dtype), np.int32(both), part, kernels.tickets(), out, np.int64(rows),
+         np.int32(H), np.int32(col_blocks)))
     return (out[:H] if both else None), out[H:]
 
 

@@ -228,16 +228,21 @@ extern "C" __global__ void attention_bwd(D_T* dp, const T* probs, const unsigned
 #   prod[j] = sum_r a[r, j] * b[r, j]  (when has_b);   plain[j] = sum_r a[r, j]
 # The sum runs along the slow axis.  A block of 256 threads is 32 columns by 8 row lanes, so that
 # each warp reads 32 neighbouring values of one row (one 128-byte line); the G blocks stacked
-# along the rows each write one partial sum per column into part (G, 2, H), and colsum_finish
-# adds a column's G partials in a fixed order.  No atomics: the same input, the same bits.
+# along the rows each write one partial sum per column into part (G, 2, H).  Each group of 32
+# columns has a ticket: the last of its G blocks to finish (each takes a number once its partials
+# are written) adds the group's partials in a fixed order, writes them to out (2, H) and puts the
+# ticket back to 0 for the next launch.  One launch, and no atomics on the sums: the same input
+# gives the same bits.
+COLSUM_MAX_GROUPS = 4096    # tickets: at most this many groups of 32 columns (H up to 131,072)
 COLSUM = r"""
-extern "C" __global__ void colsum_part(const T* a, const T* b, const int has_b, T* part,
-                                       const long long rows, const int H, const int col_blocks) {
+extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, T* part, unsigned int* ticket,
+                                  T* out, const long long rows, const int H, const int col_blocks) {
     __shared__ T sp[256];
     __shared__ T sq[256];
+    __shared__ bool last;
     const int lane = threadIdx.x & 31, lane_row = threadIdx.x >> 5;
-    const int G = gridDim.x / col_blocks, g = blockIdx.x / col_blocks;
-    const int j = (blockIdx.x % col_blocks) * 32 + lane;
+    const int G = gridDim.x / col_blocks, g = blockIdx.x / col_blocks, cb = blockIdx.x % col_blocks;
+    const int j = cb * 32 + lane;
     T p = 0, q = 0;
     if (j < H)
         for (long long r = (long long)g * 8 + lane_row; r < rows; r += (long long)G * 8) {
@@ -252,15 +257,21 @@ extern "C" __global__ void colsum_part(const T* a, const T* b, const int has_b, 
         for (int k = 1; k < 8; ++k) { p += sp[k * 32 + lane]; q += sq[k * 32 + lane]; }
         part[(long long)g * 2 * H + j] = p;
         part[(long long)g * 2 * H + H + j] = q;
+        __threadfence();                  // the partials reach global memory before the ticket is taken
     }
-}
-
-extern "C" __global__ void colsum_finish(const T* part, T* out, const int G, const int H2) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= H2) return;
-    T s = 0;
-    for (int g = 0; g < G; ++g) s += part[(long long)g * H2 + j];
-    out[j] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket + cb, 1u) == (unsigned int)(G - 1);
+    __syncthreads();
+    if (!last) return;
+    // every block of this group has written its partials: read them past this SM's cache
+    const volatile T* vp = part;
+    const int c = cb * 32 + (threadIdx.x & 31), which = threadIdx.x >> 5;    // which 0: prod, 1: plain
+    if (which < 2 && c < H) {
+        T s = 0;
+        for (int k = 0; k < G; ++k) s += vp[(long long)k * 2 * H + which * H + c];
+        out[which * H + c] = s;
+    }
+    if (threadIdx.x == 0) ticket[cb] = 0u;
 }
 """
 
