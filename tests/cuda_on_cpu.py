@@ -418,7 +418,7 @@ def fake_cupy():
     """A module to stand in for ``cupy`` while minibert.accel.cuda runs on NumPy arrays."""
     m = types.ModuleType("cupy")
     m.RawKernel, m.ElementwiseKernel, m.ReductionKernel = RawKernel, ElementwiseKernel, ReductionKernel
-    for name in ("empty", "empty_like", "zeros", "ascontiguousarray", "uint8", "float16", "float32", "float64",
+    for name in ("empty", "empty_like", "zeros", "ascontiguousarray", "asarray", "uint8", "float16", "float32", "float64",
                  "int32", "int64"):
         setattr(m, name, getattr(np, name))
     m.asnumpy = np.asarray

@@ -212,7 +212,25 @@ def _check_uniform(ns, xp, dtype, rng):
     assert gen.bit_generator.state == gen_ref.bit_generator.state
 
 
-SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform}
+def _check_add_grads(ns, xp, dtype, rng):
+    """Adds into views of one flat buffer, two of them into the same memory (as the tied word
+    embeddings get two), one into the first rows of a table, one empty, and a last call where one
+    source is not C-ordered: the same bits as the reference's adds, in the same order."""
+    flat = rng.standard_normal(200).astype(dtype)
+    views = [lambda f: f[0:10], lambda f: f[10:40].reshape(6, 5)[:3], lambda f: f[40:100],
+             lambda f: f[0:10], lambda f: f[5:15], lambda f: f[100:100], lambda f: f[100:200].reshape(10, 10)]
+    srcs = [rng.standard_normal(v(flat).shape).astype(dtype) for v in views]
+    for last_transposed in (False, True):
+        if last_transposed:
+            srcs[-1] = srcs[-1].T          # a view, not C-ordered: that call goes to the reference
+        got, want = xp.asarray(flat), flat.copy()
+        ns.add_grads([v(got) for v in views], [xp.asarray(s) for s in srcs])
+        ops.add_grads([v(want) for v in views], srcs)
+        np.testing.assert_array_equal(_to_np(got), want, err_msg=f"add_grads, transposed source {last_transposed}")
+
+
+SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform,
+           "add_grads": _check_add_grads}
 
 
 def kernels_of(ns):

@@ -178,6 +178,19 @@ def test_column_sums_match_float64_sums(dtype, kernels):
     check_column_sums(np, dtype)
 
 
+def test_gradient_adds_into_the_same_memory_never_share_a_launch(kernels):
+    """The stand-in runs a launch's threads one after another, so two adds into one element in one
+    launch would still give the right sum here, and race on a GPU: the cut into groups is checked
+    on its own.  A group ends where a destination overlaps one of the group's, and not before."""
+    from minibert.accel.cuda.grads import groups
+    flat = np.zeros(100, np.float32)
+    word, decoder_share, bias, other = flat[0:40], flat[0:40], flat[40:50], flat[50:100]
+    assert groups([word, bias, other, decoder_share]) == [[0, 1, 2], [3]]
+    assert groups([word, bias, flat[39:41], other]) == [[0, 1], [2, 3]]       # one element in common
+    assert groups([flat[0:10], flat[10:20], flat[20:30]]) == [[0, 1, 2]]       # touching, not overlapping
+    assert groups([]) == []
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("train", [False, True])
 @pytest.mark.parametrize("T", [40, 300])
@@ -415,12 +428,12 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
             assert f".entry {kernel}(" in ptx, kernel
 
     parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
-             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_source.COLSUM]
+             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_source.COLSUM, cuda_source.ADD_MANY]
     for k in cuda_kernels.elementwise().values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                                "minibert_gelu_fwd", "colsum"))
+                                "minibert_gelu_fwd", "colsum", "add_many"))
     if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
         compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
                           cuda_source.typed(cuda_source.ATTENTION_BWD, True)],

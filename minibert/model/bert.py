@@ -156,7 +156,7 @@ class BertModel:
 
     def _encode_backward(self, dx, dpooled, caches):
         """dx: (B, T, H) gradient of the last hidden state, dpooled: (B, H) or None."""
-        ops, add = self.ops, self._add_grad
+        ops, add = self.ops, self.params.add_grad  # the one way a gradient reaches its buffer
         if dpooled is not None:
             dcls = backward_linear(ops, ops.tanh_backward(dpooled, caches["pool_tanh"]), caches["pool_lin"],
                                    self.pooler, add)
@@ -164,12 +164,7 @@ class BertModel:
             dx[:, 0] += dcls
         dx = encoder_backward(ops, dx, caches["encoder"], self.layers, self.final_norm, add)
         embeddings_backward(ops, dx, caches["embeddings"], self.embeddings, self.config, add)
-
-    @staticmethod
-    def _add_grad(buffer, g):
-        """The one way a gradient reaches its buffer, a view of ``params.grad`` (the first T rows of a table)."""
-        rows = buffer[:len(g)]
-        rows += g       # in place on the view, one kernel (``buffer[:n] += g`` would also write the slice back)
+        self.params.apply_grads()    # on a GPU the adds were kept for this: a launch or two, not one each
 
     # ----------------------------------------------------------------- public API
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=None) -> BertOutput:
@@ -346,5 +341,5 @@ class BertForPreTraining(BertModel):
         caches, self._cache = self._cache, None
         self._begin_backward(accumulate)
         dh, dpooled = heads_backward(self.ops, caches["heads"], caches.get("mlm_ce"), caches.get("nsp_ce"), self.heads,
-                                     loss_scale, self._add_grad, self.dtype, loss_counts)
+                                     loss_scale, self.params.add_grad, self.dtype, loss_counts)
         self._encode_backward(dh, dpooled, caches)

@@ -54,6 +54,7 @@ class ParamStore:
         self.grads = {s.name: self._view(self.grad, s) for s in self.specs}
         self.half = None     # float16 copy of the weight matrices, see enable_half
         self.halves = {}
+        self._pending = []   # gradient adds not yet made (add_grad)
 
     def _view(self, flat, spec):
         start, stop = self.offsets[spec.name]
@@ -121,7 +122,25 @@ class ParamStore:
         with np.errstate(over="ignore"):
             self.half[...] = self.data[:self.decay_size]
 
+    def add_grad(self, buffer, g):
+        """Add ``g`` to ``buffer``, a gradient view (or to its first ``len(g)`` rows: a table's first T).
+
+        On the CPU at once.  On a GPU the add waits for ``apply_grads``, at the end of the backward,
+        which adds every pending gradient in one launch or a few (``ops.add_grads``) instead of one
+        launch each: at small sizes a GPU step's time is its launches.  Until then ``g`` is kept."""
+        if self.xp is np:
+            buffer[:len(g)] += g
+        else:
+            self._pending.append((buffer[:len(g)], g))
+
+    def apply_grads(self):
+        """The pending adds of ``add_grad``, in the order they were asked for."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.ops.add_grads([d for d, _ in pending], [g for _, g in pending])
+
     def zero_grad(self):
+        self._pending = []      # what a backward that failed half-way left
         self.grad.fill(0)
 
     def num_parameters(self) -> int:

@@ -20,7 +20,7 @@ from .activations import (GeluCache, gelu_backward, gelu_forward, softmax_backwa
 from .adamw import adamw_update
 from .attention import (AttentionCache, attention_backward, attention_forward, attention_mask_bias,
                         merge_heads, split_heads)
-from .common import get_array_module
+from .common import add_grads, get_array_module
 from .dropout import dropout_backward, dropout_forward, uniform
 from .embedding import embedding_backward, embedding_forward
 from .layernorm import LayerNormCache, layernorm_backward, layernorm_forward
@@ -32,7 +32,8 @@ OPS = ("linear_forward", "linear_backward", "half_matmul", "embedding_forward", 
        "layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward", "tanh_forward",
        "tanh_backward", "softmax_forward", "softmax_backward", "dropout_forward", "dropout_backward",
        "uniform", "attention_mask_bias", "attention_forward", "attention_backward", "split_heads",
-       "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update")
+       "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update",
+       "add_grads")
 
 __all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "get_array_module",
            *OPS]

@@ -16,3 +16,11 @@ def require(ok: bool, message: str) -> None:
     """A layer's shape check: one clear line instead of NumPy's broadcasting error further in."""
     if not ok:
         raise ValueError(message)
+
+
+def add_grads(dsts, srcs):
+    """dst += src for each pair, in order: a backward's parameter gradients added into their buffers
+    (views of a model's flat gradient).  The sets of ops for the GPU do them in one launch or a few,
+    with the same sums."""
+    for dst, src in zip(dsts, srcs):
+        dst += src

@@ -276,6 +276,27 @@ extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, T* pa
 """
 
 
+# Many adds in one launch, dst_k[j] += src_k[j] for every pair k (``grads.py``).  table holds three
+# numbers a pair: dst's address, src's address, and where its elements start in the concatenation
+# of all the pairs (ascending); thread i finds its pair by a binary search over those starts.
+ADD_MANY = r"""
+extern "C" __global__ void add_many(const long long* table, const int pairs, const long long total) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        int lo = 0, hi = pairs - 1;                 // the last pair that starts at or before i
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (table[3 * mid + 2] <= i) lo = mid; else hi = mid - 1;
+        }
+        T* dst = (T*)table[3 * lo];
+        const T* src = (const T*)table[3 * lo + 1];
+        const long long j = i - table[3 * lo + 2];
+        dst[j] += src[j];
+    }
+}
+"""
+
+
 @lru_cache(maxsize=None)       # one string per kernel and precision: the compiled-kernel cache looks it up each call
 def typed(kernel: str, half: bool) -> str:
     """An attention kernel's source with its storage types set: T throughout, or float16 (its bits as

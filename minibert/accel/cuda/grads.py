@@ -1,0 +1,69 @@
+"""A backward's parameter gradients added into their buffers in one launch, or a few.
+
+A training step adds some forty gradients (each weight, bias and LayerNorm of the model) into
+views of its flat gradient buffer, and each add was a launch of its own.  At small sizes a GPU
+step's time is its launches, so ``add_grads`` makes one launch of ``source.ADD_MANY`` for all of
+them: a table on the device gives each pair's two addresses and where its elements start, and
+each thread finds its pair by a binary search in the table.
+
+Two adds into the same memory (the word embeddings take the tied MLM decoder's gradient and
+their own) must not share a launch, where they would race.  The pairs are cut, in order, into
+groups whose destinations do not overlap, one launch each, so that every element receives its
+adds in the order they were asked for.  The sums are those of ``dst += src``, bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ops as ref
+from . import kernels, source
+from .kernels import applies
+
+THREADS, MAX_BLOCKS = 256, 4096     # a grid-stride loop: a larger model loops more, with no more blocks
+
+
+def _address(a) -> int:
+    """Where an array's first element is: a CuPy array's device pointer (the CPU stand-in's NumPy arrays:
+    their host address)."""
+    return a.data.ptr if hasattr(a.data, "ptr") else a.ctypes.data
+
+
+def groups(dsts) -> list[list[int]]:
+    """The indices of ``dsts`` cut, in order, into runs whose destinations do not overlap in memory."""
+    runs, spans = [], []
+    for k, d in enumerate(dsts):
+        lo = _address(d)
+        hi = lo + d.nbytes
+        if not runs or any(lo < b and a < hi for a, b in spans):
+            runs.append([])
+            spans = []
+        runs[-1].append(k)
+        spans.append((lo, hi))
+    return runs
+
+
+def add_grads(dsts, srcs):
+    """``ops.add_grads``: dst += src for each pair, in order, one launch per group of ``groups``.  Pairs
+    the kernel does not take (another dtype, a copy not C-ordered, shapes that differ) go to the reference."""
+    pairs = [(d, s) for d, s in zip(dsts, srcs) if d.size]
+    if not pairs:
+        return
+    dtype = pairs[0][0].dtype
+    if not all(applies(d, s) and d.dtype == dtype and d.shape == s.shape for d, s in pairs):
+        return ref.add_grads(dsts, srcs)
+    import cupy
+    runs = groups([d for d, _ in pairs])
+    table, where = [], []
+    for run in runs:            # one table for every group, copied to the device at once
+        where.append(len(table))
+        start = 0
+        for k in run:
+            d, s = pairs[k]
+            table += [_address(d), _address(s), start]
+            start += d.size
+        where.append(start)     # the group's total, kept aside: not part of the table the kernel reads
+    device_table = cupy.asarray(np.array(table, dtype=np.int64))
+    for run, (offset, total) in zip(runs, zip(where[::2], where[1::2])):
+        blocks = int(min(MAX_BLOCKS, (total + THREADS - 1) // THREADS))
+        kernels.kernel("add_many", source.ADD_MANY, dtype)(
+            (blocks,), (THREADS,), (device_table[offset:], np.int32(len(run)), np.int64(total)))
