@@ -115,7 +115,11 @@ def _cases(concept, xp, dtype, rng):
     if concept == "softmax_cross_entropy":
         labels = rng.integers(0, 301, 13)
         labels[[2, 7]] = -100
-        return [((a(13, 301, scale=4.0), xp.asarray(labels)), {}, {})]
+        nsp = rng.integers(0, 2, 9)                      # two classes: a block of 32 threads for 2 columns
+        return [((a(13, 301, scale=4.0), xp.asarray(labels)), {}, {}),
+                ((a(9, 2, scale=4.0), xp.asarray(nsp)), {}, {}),
+                ((a(1, 1000, scale=4.0), xp.asarray(np.array([999]))), {}, {}),
+                ((a(5, 7), xp.asarray(np.full(5, -100))), {}, {})]    # no labelled row: loss 0, gradient 0
     raise KeyError(concept)
 
 

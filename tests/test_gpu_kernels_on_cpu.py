@@ -14,7 +14,7 @@ import pytest
 
 import minibert as mb
 from minibert import accel, ops
-from minibert.accel.cuda import kernels as cuda_kernels, source as cuda_source
+from minibert.accel.cuda import kernels as cuda_kernels, loss as cuda_loss, source as cuda_source
 from conftest import padded_batch
 import cuda_on_cpu
 
@@ -176,6 +176,22 @@ def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33),
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_column_sums_match_float64_sums(dtype, kernels):
     check_column_sums(np, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cross_entropy_kernels_take_a_loss_weight_left_on_the_device(dtype, kernels, rng):
+    """In data parallelism the backward's weight is loss_scale * n_here / count, a 0-d device array
+    (n_here is the device's count of labelled rows): the same gradient as the number."""
+    from minibert.accel.cuda import loss as cuda_loss
+    logits = rng.standard_normal((6, 50)).astype(dtype)
+    labels = np.array([3, -100, 0, 49, 7, -100])
+    loss, cache = cuda_loss.softmax_cross_entropy_forward(logits, labels)
+    assert float(cache.denom) == 4.0 and cache.denom.shape == ()
+    want = ops.softmax_cross_entropy_backward(2.5, ops.softmax_cross_entropy_forward(logits, labels)[1])
+    for dloss in (2.5, np.asarray(2.5, dtype), np.asarray(2.5, np.float64)):
+        got = cuda_loss.softmax_cross_entropy_backward(dloss, cache)
+        _close(got, want, dtype, f"dloss {type(dloss).__name__}")
+    assert not cuda_kernels.tickets().any(), "the loss's ticket left taken"
 
 
 def test_gradient_adds_into_the_same_memory_never_share_a_launch(kernels):
@@ -428,12 +444,14 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
             assert f".entry {kernel}(" in ptx, kernel
 
     parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
-             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_source.COLSUM, cuda_source.ADD_MANY]
+             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_source.COLSUM, cuda_source.ADD_MANY,
+             cuda_loss.XENT_FWD, cuda_loss.XENT_BWD]
     for k in cuda_kernels.elementwise().values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                                "minibert_gelu_fwd", "colsum", "add_many"))
+                                "minibert_gelu_fwd", "colsum", "add_many", "xent_fwd",
+                                "xent_bwd"))
     if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
         compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
                           cuda_source.typed(cuda_source.ATTENTION_BWD, True)],

@@ -1,17 +1,18 @@
 """Fused CUDA kernels for CuPy arrays (float32 and float64), a complete set of ops.
 
 ``source.py`` holds the C++, ``kernels.py`` compiles and launches it,
-``ops.py`` exposes the ops (``grads.py`` the gradients' adds, in a launch or two).  With the reference ops that need no kernel of
-their own (the lookups, the products, the losses), this package is the set
+``ops.py`` exposes the ops (``grads.py`` the gradients' adds, in a launch or two; ``loss.py``
+the softmax cross-entropy).  With the reference ops that need no kernel of
+their own (the lookups, the head reshapes), this package is the set
 of ops a model on the GPU runs with ``kernels="fast"`` (``minibert.kernels``).
 """
 from ...ops import (attention_mask_bias, dropout_backward, embedding_backward, embedding_forward, merge_heads,
-                    softmax_backward, softmax_cross_entropy_backward,
-                    softmax_forward, split_heads, tanh_backward, tanh_forward, uniform)
+                    softmax_backward, softmax_forward, split_heads, tanh_backward, tanh_forward, uniform)
 from .grads import add_grads
+from .loss import softmax_cross_entropy_backward, softmax_cross_entropy_forward
 from .ops import (adamw_update, attention_backward, attention_forward, dropout_forward, gelu_backward,
                   gelu_forward, half_matmul, layernorm_backward, layernorm_forward, linear_backward,
-                  linear_forward, softmax_cross_entropy_forward)
+                  linear_forward)
 
 __all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",

@@ -29,7 +29,7 @@ and by the number of kernel launches, so each formula here is one kernel:
                       and the kernels read the float16 product before them and
                       write the float16 operand after them, computing in float32
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
-``softmax_cross_*``   the reference, less its one read of a count: the mean divides by it on the device
+``softmax_cross_*``   in ``loss.py``: forward and mean in one launch, backward in one
 ====================  ==============================================================
 
 Each kernel repeats its formula with the same operations (the reductions
@@ -52,9 +52,7 @@ from ... import ops as ref
 from ...ops.activations import GeluCache
 from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
-from ...constants import IGNORE_INDEX
 from ...ops.layernorm import LayerNormCache, check_layernorm
-from ...ops.loss import check_cross_entropy, mean_nll
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
@@ -296,16 +294,6 @@ def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
         (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), np.int64(rows), t(scale), t(inv_keep),
          dead, np.int32(has_dead), np.int64(probs.size // (Tk * B))))
     return dprobs_d
-
-
-# ---------------------------------------------------------------------------- the loss
-def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
-    """``ops.softmax_cross_entropy_forward``, the count of labelled rows kept on the device: the
-    reference reads it back to divide by, which would make every step wait for the GPU."""
-    check_cross_entropy(logits, labels)
-    xp = get_array_module(logits)
-    valid = labels != ignore_index
-    return mean_nll(logits, labels, valid, xp.maximum(valid.sum(), 1).astype(logits.dtype))
 
 
 # ---------------------------------------------------------------------------- AdamW

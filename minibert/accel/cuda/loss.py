@@ -1,0 +1,122 @@
+"""Softmax cross-entropy in two kernels: the forward and its mean in one launch, the backward in one.
+
+The reference (``ops/loss.py``) writes the loss as array expressions: on a GPU that is a dozen
+launches for the forward and half a dozen for the backward, each a pass over the (N, C) logits,
+which for the MLM head are N labelled positions by a vocabulary of C = 30,522.  Here:
+
+``xent_fwd``  one block per row: the row's maximum m and log sum exp(z - m) (two reads of the
+              row), its negative log-likelihood log_sum - (z[label] - m) (0 on an ignored row),
+              and, by the last block to finish (a ticket, as the column sums take), the mean
+              over the labelled rows, added in row order: the loss and its denominator
+              max(labelled rows, 1) stay on the device, and the same logits give the same bits
+``xent_bwd``  one block per row: dz = (exp(z - m - log_sum) - onehot(label)) * dloss / denom,
+              0 on an ignored row
+
+The cache is the reference's ``CrossEntropyCache``, so the model reads ``denom`` as before.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...constants import IGNORE_INDEX
+from ...ops.common import get_array_module
+from ...ops.loss import CrossEntropyCache, check_cross_entropy, mean_nll
+from . import kernels
+from .kernels import applies
+
+XENT_FWD = r"""
+extern "C" __global__ void xent_fwd(const T* logits, const long long* labels, const long long ignore,
+                                    T* row_max, T* log_sum, long long* safe, bool* valid, T* nll,
+                                    unsigned int* ticket, T* loss, T* denom, const int C) {
+    __shared__ T sh[32];
+    __shared__ bool last;
+    const long long row = blockIdx.x;
+    const T* z = logits + row * C;
+    T m = neg_inf(T(0));
+    for (int j = threadIdx.x; j < C; j += blockDim.x) m = fmax(m, z[j]);
+    m = block_max(m, sh);
+    T s = 0;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) s += exp(z[j] - m);
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        const long long y = labels[row];
+        const bool ok = y != ignore;
+        const T ls = log(s);
+        row_max[row] = m;
+        log_sum[row] = ls;
+        safe[row] = ok ? y : 0;
+        valid[row] = ok;
+        nll[row] = ok ? ls - (z[ok ? y : 0] - m) : T(0);
+        __threadfence();                  // the row's numbers reach global memory before the ticket
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    const volatile T* v = nll;            // every row is written: read past this SM's cache
+    const volatile bool* counted = valid;
+    T total = 0;
+    long long n = 0;
+    for (long long r = 0; r < gridDim.x; ++r) { total += v[r]; n += counted[r] ? 1 : 0; }
+    const T d = T(n > 0 ? n : 1);
+    *denom = d;
+    *loss = total / d;
+    *ticket = 0u;
+}
+"""
+
+XENT_BWD = r"""
+extern "C" __global__ void xent_bwd(const T* logits, const T* row_max, const T* log_sum, const long long* safe,
+                                    const bool* valid, const T* denom, const T* dloss_on_device,
+                                    const int on_device, const T dloss, T* dlogits, const int C) {
+    const long long row = blockIdx.x;
+    const T w = valid[row] ? (on_device ? *dloss_on_device : dloss) / *denom : T(0);
+    const T m = row_max[row], ls = log_sum[row];
+    const long long y = safe[row];
+    const T* z = logits + row * C;
+    T* d = dlogits + row * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        T p = exp((z[j] - m) - ls);
+        if (j == y) p -= T(1);
+        d[j] = p * w;
+    }
+}
+"""
+
+
+def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
+    """``ops.softmax_cross_entropy_forward`` in one launch, the loss and the count of labelled rows
+    kept on the device (the reference reads the count back, which would make a step wait for the GPU)."""
+    check_cross_entropy(logits, labels)
+    xp = get_array_module(logits)
+    N, C = logits.shape
+    if not applies(logits) or not kernels.on_device(labels) or labels.dtype != np.int64 or not N or not C:
+        valid = labels != ignore_index
+        return mean_nll(logits, labels, valid, xp.maximum(valid.sum(), 1).astype(logits.dtype))
+    labels = xp.ascontiguousarray(labels)
+    row_max, log_sum, nll = (xp.empty((N, 1), logits.dtype) for _ in range(3))
+    safe, valid = xp.empty(N, np.int64), xp.empty(N, np.bool_)
+    loss, denom = xp.empty((), logits.dtype), xp.empty((), logits.dtype)
+    kernels.kernel("xent_fwd", XENT_FWD, logits.dtype)(
+        (N,), (kernels.threads_per_row(C),),
+        (logits, labels, np.int64(ignore_index), row_max, log_sum, safe, valid, nll, kernels.tickets(), loss,
+         denom, np.int32(C)))
+    return loss, CrossEntropyCache(logits, row_max, log_sum, safe, valid, denom)
+
+
+def softmax_cross_entropy_backward(dloss, cache):
+    """``ops.softmax_cross_entropy_backward`` in one launch; ``dloss`` a number or a 0-d device array."""
+    logits, row_max, log_sum, safe, valid, denom = cache
+    if not (applies(logits, row_max, log_sum) and kernels.on_device(denom) and safe.dtype == np.int64):
+        from ...ops.loss import softmax_cross_entropy_backward as reference
+        return reference(dloss, cache)
+    xp = get_array_module(logits)
+    N, C = logits.shape
+    dlogits = xp.empty_like(logits)
+    t = logits.dtype.type
+    on_device = kernels.on_device(dloss)
+    kernels.kernel("xent_bwd", XENT_BWD, logits.dtype)(
+        (N,), (kernels.threads_per_row(C),),
+        (logits, row_max, log_sum, safe, valid, denom.astype(logits.dtype, copy=False),
+         dloss.astype(logits.dtype, copy=False) if on_device else kernels.dummy(logits.dtype),
+         np.int32(on_device), t(0 if on_device else dloss), dlogits, np.int32(C)))
+    return dlogits
