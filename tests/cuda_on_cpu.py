@@ -93,6 +93,7 @@ static inline void __syncthreads() { emu::wait_at(0); }
 // is a plain read-modify-write, and every write is seen by the next block without a fence
 static inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { const unsigned int old = *p; *p += v; return old; }
 static inline void __threadfence() {}
+template <class V> static inline V __ldcg(const V* p) { return *p; }   // a load that skips L1: here, a load
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }

@@ -7,8 +7,9 @@ which for the MLM head are N labelled positions by a vocabulary of C = 30,522.  
 ``xent_fwd``  one block per row: the row's maximum m and log sum exp(z - m) (two reads of the
               row), its negative log-likelihood log_sum - (z[label] - m) (0 on an ignored row),
               and, by the last block to finish (a ticket, as the column sums take), the mean
-              over the labelled rows, added in row order: the loss and its denominator
-              max(labelled rows, 1) stay on the device, and the same logits give the same bits
+              over the labelled rows, each thread adding a fixed share of them: the loss and
+              its denominator max(labelled rows, 1) stay on the device, and the same logits
+              give the same bits
 ``xent_bwd``  one block per row: dz = (exp(z - m - log_sum) - onehot(label)) * dloss / denom,
               0 on an ignored row
 
@@ -51,16 +52,22 @@ extern "C" __global__ void xent_fwd(const T* logits, const long long* labels, co
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (!last || threadIdx.x != 0) return;
-    const volatile T* v = nll;            // every row is written: read past this SM's cache
-    const volatile bool* counted = valid;
-    T total = 0;
-    long long n = 0;
-    for (long long r = 0; r < gridDim.x; ++r) { total += v[r]; n += counted[r] ? 1 : 0; }
-    const T d = T(n > 0 ? n : 1);
-    *denom = d;
-    *loss = total / d;
-    *ticket = 0u;
+    if (!last) return;
+    // every row is written: the last block adds them (read from L2, past this SM's own cache), each
+    // thread a fixed share of the rows, then the block's sum in a fixed order
+    T total = 0, n = 0;
+    for (long long r = threadIdx.x; r < gridDim.x; r += blockDim.x) {
+        total += __ldcg(nll + r);
+        n += labels[r] != ignore ? T(1) : T(0);
+    }
+    total = block_sum(total, sh);
+    n = block_sum(n, sh);
+    if (threadIdx.x == 0) {
+        const T d = n > T(0) ? n : T(1);
+        *denom = d;
+        *loss = total / d;
+        *ticket = 0u;
+    }
 }
 """
 

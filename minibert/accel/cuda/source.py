@@ -263,12 +263,11 @@ extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, T* pa
     if (threadIdx.x == 0) last = atomicAdd(ticket + cb, 1u) == (unsigned int)(G - 1);
     __syncthreads();
     if (!last) return;
-    // every block of this group has written its partials: read them past this SM's cache
-    const volatile T* vp = part;
+    // every block of this group has written its partials: read them from L2, past this SM's own cache
     const int c = cb * 32 + (threadIdx.x & 31), which = threadIdx.x >> 5;    // which 0: prod, 1: plain
     if (which < 2 && c < H) {
         T s = 0;
-        for (int k = 0; k < G; ++k) s += vp[(long long)k * 2 * H + which * H + c];
+        for (int k = 0; k < G; ++k) s += __ldcg(part + (long long)k * 2 * H + which * H + c);
         out[which * H + c] = s;
     }
     if (threadIdx.x == 0) ticket[cb] = 0u;
