@@ -231,6 +231,12 @@ def _check_add_grads(ns, xp, dtype, rng):
         ns.add_grads([v(got) for v in views], [xp.asarray(s) for s in srcs])
         ops.add_grads([v(want) for v in views], srcs)
         np.testing.assert_array_equal(_to_np(got), want, err_msg=f"add_grads, transposed source {last_transposed}")
+    # mixed precision's weight gradients come as float16 (every float16 widens exactly)
+    halves = [s.astype(np.float16) for s in srcs[:-1]] + [srcs[-1].T.copy()]
+    got, want = xp.asarray(flat), flat.copy()
+    ns.add_grads([v(got) for v in views], [xp.asarray(s) for s in halves])
+    ops.add_grads([v(want) for v in views], halves)
+    np.testing.assert_array_equal(_to_np(got), want, err_msg="add_grads, float16 sources")
 
 
 SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform,

@@ -283,12 +283,14 @@ def test_adamw_kernel_matches_the_reference(dtype, bias_correction, kernels, rng
 
 
 # ------------------------------------------------------------------ the model on them
-def _three_steps(path, dtype, batch, reseed):
+def _three_steps(path, dtype, batch, reseed, mixed=False):
     """(losses, weights) after three training steps with dropout on, on ops ``path``;
-    ``reseed(model, step)`` sets the step's dropout stream."""
+    ``reseed(model, step)`` sets the step's dropout stream.  On ``accel.cuda`` the gradients' adds
+    wait for the end of each backward, as on a GPU (``add_grads``)."""
     from minibert.optim import AdamW
     m = mb.BertForPreTraining(_small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-                              seed=3, dtype=dtype, kernels=path)
+                              seed=3, dtype=dtype, kernels=path, mixed_precision=mixed)
+    m.params.defer_adds = path is accel.cuda
     opt = AdamW(m.params, lr=1e-3)
     losses = []
     for step in range(3):
@@ -309,6 +311,21 @@ def test_training_steps_through_the_kernels_follow_the_reference(dtype, tol, ker
     assert set(KERNEL_FUNCTIONS) <= set(kernels)
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=tol)
     _close(runs[0][1], runs[1][1], "float32" if dtype == "float32" else "float64", "weights")
+    assert runs[0][0][-1] < runs[0][0][0]
+
+
+def test_mixed_precision_steps_through_the_kernels_follow_the_reference(kernels, rng):
+    """Mixed precision on the kernels: float16 attention operands read and written by the kernels,
+    the weight gradients added in float16 and widened by ``add_grads``; against the reference's mixed
+    precision, float16 roundings apart (a product's float32 sums in another order may round to the
+    neighbouring float16)."""
+    batch = padded_batch(rng, 301)
+    runs = [_three_steps(path, "float32", batch, lambda m, step: m.seed_dropout((0, step)), mixed=True)
+            for path in (accel.cuda, "reference")]
+    assert {"attention_forward", "attention_backward", "add_grads"} <= set(kernels)
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=2e-3)
+    err = np.abs(runs[0][1] - runs[1][1]).max() / np.abs(runs[1][1]).max()
+    assert err < 2e-3, f"weights after three mixed-precision steps: relative error {err:.1e}"
     assert runs[0][0][-1] < runs[0][0][0]
 
 

@@ -18,12 +18,13 @@ def half_linear_forward(x, W, b, half_matmul):
     return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
 
 
-def half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: d.sum(axis=0)):
+def half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: d.sum(axis=0), widen_dW=True):
     """``ops.linear_backward`` for a float16 ``W``: both products take dy rounded to float16;
-    ``bias_grad`` sums the rows of dy (N, out)."""
+    ``bias_grad`` sums the rows of dy (N, out).  ``widen_dW=False``: dW is returned as the float16
+    product it is, for an add into the float32 gradient that widens it on the way (the same numbers)."""
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
     dy16 = to_half(dy2)
     dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
-    dW = half_matmul(dy16.T, x.reshape(-1, x.shape[-1])).astype(dy.dtype)
-    return dx, dW, bias_grad(dy2)
+    dW = half_matmul(dy16.T, x.reshape(-1, x.shape[-1]))
+    return dx, dW.astype(dy.dtype) if widen_dW else dW, bias_grad(dy2)

@@ -55,6 +55,7 @@ class ParamStore:
         self.half = None     # float16 copy of the weight matrices, see enable_half
         self.halves = {}
         self._pending = []   # gradient adds not yet made (add_grad)
+        self.defer_adds = xp is not np
 
     def _view(self, flat, spec):
         start, stop = self.offsets[spec.name]
@@ -128,10 +129,10 @@ class ParamStore:
         On the CPU at once.  On a GPU the add waits for ``apply_grads``, at the end of the backward,
         which adds every pending gradient in one launch or a few (``ops.add_grads``) instead of one
         launch each: at small sizes a GPU step's time is its launches.  Until then ``g`` is kept."""
-        if self.xp is np:
-            buffer[:len(g)] += g
-        else:
+        if self.defer_adds:
             self._pending.append((buffer[:len(g)], g))
+        else:
+            buffer[:len(g)] += g
 
     def apply_grads(self):
         """The pending adds of ``add_grad``, in the order they were asked for."""

@@ -9,7 +9,8 @@ each thread finds its pair by a binary search in the table.
 Two adds into the same memory (the word embeddings take the tied MLM decoder's gradient and
 their own) must not share a launch, where they would race.  The pairs are cut, in order, into
 groups whose destinations do not overlap, one launch each, so that every element receives its
-adds in the order they were asked for.  The sums are those of ``dst += src``, bit for bit.
+adds in the order they were asked for.  The sums are those of ``dst += src``, bit for bit (a float16
+source, mixed precision's weight gradient, is widened exactly on the way).
 """
 from __future__ import annotations
 
@@ -43,13 +44,15 @@ def groups(dsts) -> list[list[int]]:
 
 
 def add_grads(dsts, srcs):
-    """``ops.add_grads``: dst += src for each pair, in order, one launch per group of ``groups``.  Pairs
-    the kernel does not take (another dtype, a copy not C-ordered, shapes that differ) go to the reference."""
+    """``ops.add_grads``: dst += src for each pair, in order, one launch per group of ``groups``; a float16
+    src is widened in the kernel.  Pairs the kernel does not take (another dtype, a source not C-ordered,
+    shapes that differ) go to the reference."""
     pairs = [(d, s) for d, s in zip(dsts, srcs) if d.size]
     if not pairs:
         return
     dtype = pairs[0][0].dtype
-    if not all(applies(d, s) and d.dtype == dtype and d.shape == s.shape for d, s in pairs):
+    if not all(applies(d) and d.dtype == dtype and d.shape == s.shape and kernels.on_device(s)
+               and s.flags.c_contiguous and s.dtype in (dtype, np.float16) for d, s in pairs):
         return ref.add_grads(dsts, srcs)
     import cupy
     runs = groups([d for d, _ in pairs])
@@ -59,7 +62,7 @@ def add_grads(dsts, srcs):
         start = 0
         for k in run:
             d, s = pairs[k]
-            table += [_address(d), _address(s), start]
+            table += [_address(d), _address(s), start, int(s.dtype == np.float16)]
             start += d.size
         where.append(start)     # the group's total, kept aside: not part of the table the kernel reads
     device_table = cupy.asarray(np.array(table, dtype=np.int64))

@@ -69,10 +69,11 @@ def linear_forward(x, W, b):
 
 def linear_backward(dy, cache):
     """``ops.linear_backward``, the bias gradient by ``column_sums`` and, in mixed precision,
-    the products by the GPU's own float16 product."""
+    the products by the GPU's own float16 product, dW left in float16: ``add_grads`` widens it as
+    it adds it to the float32 gradient (one pass over it, not two)."""
     x, W = cache
     if W.dtype == np.float16:
-        return half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: column_sums(d)[1])
+        return half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: column_sums(d)[1], widen_dW=False)
     dy2 = dy.reshape(-1, dy.shape[-1])
     dx = (dy2 @ W).reshape(x.shape)
     dW = dy2.T @ x.reshape(-1, x.shape[-1])

@@ -275,9 +275,10 @@ extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, T* pa
 """
 
 
-# Many adds in one launch, dst_k[j] += src_k[j] for every pair k (``grads.py``).  table holds three
-# numbers a pair: dst's address, src's address, and where its elements start in the concatenation
-# of all the pairs (ascending); thread i finds its pair by a binary search over those starts.
+# Many adds in one launch, dst_k[j] += src_k[j] for every pair k (``grads.py``).  table holds four
+# numbers a pair: dst's address, src's address, where its elements start in the concatenation of
+# all the pairs (ascending), and 1 where src is float16 (mixed precision's weight gradients, widened
+# here, exactly, instead of by a pass of their own); thread i finds its pair by a binary search.
 ADD_MANY = r"""
 extern "C" __global__ void add_many(const long long* table, const int pairs, const long long total) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -285,12 +286,12 @@ extern "C" __global__ void add_many(const long long* table, const int pairs, con
         int lo = 0, hi = pairs - 1;                 // the last pair that starts at or before i
         while (lo < hi) {
             const int mid = (lo + hi + 1) >> 1;
-            if (table[3 * mid + 2] <= i) lo = mid; else hi = mid - 1;
+            if (table[4 * mid + 2] <= i) lo = mid; else hi = mid - 1;
         }
-        T* dst = (T*)table[3 * lo];
-        const T* src = (const T*)table[3 * lo + 1];
-        const long long j = i - table[3 * lo + 2];
-        dst[j] += src[j];
+        T* dst = (T*)table[4 * lo];
+        const long long j = i - table[4 * lo + 2];
+        if (table[4 * lo + 3]) dst[j] += T(half_to_float(((const unsigned short*)table[4 * lo + 1])[j]));
+        else dst[j] += ((const T*)table[4 * lo + 1])[j];
     }
 }
 """
