@@ -18,7 +18,7 @@ from minibert.data import wikitext
 from minibert.data.corpus import Corpus, load_corpus, read_bert_format, read_plain_text, split_sentences
 from minibert.constants import IGNORE_INDEX
 from minibert.data.instances import TrainingInstance, create_training_instances, truncate_seq_pair
-from minibert.data.masking import mask_tokens
+from minibert.data.masking import mask_token_ids, mask_tokens, masking_tables
 from minibert.data.pretraining_data import PretrainingDataset, build_pretraining_dataset
 from minibert.data.token_cache import cache_path, tokenize_corpus
 from minibert.data.tokenizer import WordPieceTokenizer, train_wordpiece
@@ -443,6 +443,90 @@ def test_whole_word_masking():
         for p in chosen:                             # a chosen piece brings its whole word
             assert p + 1 >= len(tokens) or not tokens[p + 1].startswith("##") or p + 1 in chosen
             assert not tokens[p].startswith("##") or p - 1 in chosen
+
+
+# The batch path (mask_token_ids, used by collate) against mask_tokens, sequence after sequence.
+MASK_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
+              "the", "cat", "un", "run", "dog", "##want", "##ed", "##ning", "##s"]
+
+
+def masked_one_by_one(rows, ids, words, rng, prob, cap, whole_word_mask):
+    """mask_tokens on each row of ``rows`` in turn, written into copies of ``ids``."""
+    to_id = {t: i for i, t in enumerate(MASK_VOCAB)}
+    want_ids, want_labels = ids.copy(), np.full(ids.shape, IGNORE_INDEX)
+    for b, row in enumerate(rows):
+        m = mask_tokens(row, words, rng, prob, cap, whole_word_mask)
+        want_ids[b, :len(row)] = [to_id[t] for t in m.tokens]
+        want_labels[b, m.positions] = [to_id[t] for t in m.labels]
+    return want_ids, want_labels
+
+
+@pytest.mark.parametrize("whole_word_mask", [False, True])
+def test_mask_token_ids_makes_the_draws_and_choices_of_mask_tokens(whole_word_mask):
+    """Random batches and settings (candidates that run out, words that overshoot the cap, rows of
+    special tokens only, one token): the same ids, labels and generator state afterwards."""
+    to_id = {t: i for i, t in enumerate(MASK_VOCAB)}
+    words = MASK_VOCAB[6:]
+    tables = masking_tables(to_id, words)
+    make = np.random.default_rng(11)
+    weights = np.r_[[1, 1, 3, 3, 1, 1], [4] * 5, [5] * 4].astype(float)
+    for trial in range(150):
+        B, T = int(make.integers(1, 10)), int(make.integers(1, 48))
+        lengths = make.integers(1, T + 1, B)
+        rows = [list(make.choice(MASK_VOCAB, n, p=weights / weights.sum())) for n in lengths]
+        if trial % 5 == 0:
+            rows[-1] = list(make.choice(["[CLS]", "[SEP]", "[PAD]"], lengths[-1]))    # nothing to choose
+        filler = to_id["the"] if trial % 2 else to_id["[PAD]"]   # past the length: never chosen, kept
+        ids = np.full((B, T), filler, dtype=np.int64)
+        for b, row in enumerate(rows):
+            ids[b, :len(row)] = [to_id[t] for t in row]
+        prob = float(make.choice([0.0, 0.15, 0.4, 1.0]))
+        cap = int(make.choice([-1, 0, 1, 3, 20, 1000]))
+        ours, theirs = np.random.default_rng(trial), np.random.default_rng(trial)
+        got = mask_token_ids(ids, lengths, ours, tables, prob, cap, whole_word_mask)
+        want = masked_one_by_one(rows, ids, words, theirs, prob, cap, whole_word_mask)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (trial, rows)
+        assert ours.bit_generator.state == theirs.bit_generator.state, trial
+
+
+def collated_one_by_one(data, instances, rng, T):
+    """What collate made before it masked on ids: mask_tokens sequence after sequence."""
+    tok = data.tokenizer
+    batch = {k: np.zeros((len(instances), T), dtype=np.int64) for k in ("input_ids", "token_type_ids",
+                                                                        "attention_mask")}
+    batch["input_ids"][:] = tok.pad_id
+    batch["mlm_labels"] = np.full((len(instances), T), IGNORE_INDEX, dtype=np.int64)
+    for b, inst in enumerate(instances):
+        m = mask_tokens(inst.tokens, data.replacement_words, rng, data.masked_lm_prob,
+                        data.max_predictions_per_seq, data.whole_word_mask)
+        batch["input_ids"][b, :len(m.tokens)] = tok.convert_tokens_to_ids(m.tokens)
+        batch["mlm_labels"][b, m.positions] = tok.convert_tokens_to_ids(m.labels)
+        batch["token_type_ids"][b, :len(inst)] = inst.segment_ids
+        batch["attention_mask"][b, :len(inst)] = 1
+    if data.has_nsp:
+        batch["nsp_labels"] = np.array([inst.nsp_label for inst in instances], dtype=np.int64)
+    return batch
+
+
+@pytest.mark.parametrize("nsp,whole_word_mask,prob,cap", [(True, False, 0.15, None), (True, True, 0.15, 3),
+                                                          (False, False, 0.5, 1000), (False, True, 0.3, None)])
+def test_collate_gives_the_batches_of_mask_tokens(builtin, small_tok, nsp, whole_word_mask, prob, cap):
+    data = build_pretraining_dataset(Corpus("part", builtin.documents[:40]), small_tok, max_seq_length=48,
+                                     masked_lm_prob=prob, max_predictions_per_seq=cap,
+                                     whole_word_mask=whole_word_mask, seed=1, cache_dir=False, nsp=nsp)
+    assert data.has_nsp is nsp
+    for index, pad_to in enumerate(["longest", 48, "longest"]):
+        if index == 2:
+            data.replacement_words = data.replacement_words[:7]     # a new list is looked up again
+        instances = data.instances[index * 16:(index + 1) * 16]
+        ours, theirs = np.random.default_rng(index), np.random.default_rng(index)
+        got = data.collate(instances, ours, pad_to)
+        want = collated_one_by_one(data, instances, theirs, got["input_ids"].shape[1])
+        assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in got)
+        assert ours.bit_generator.state == theirs.bit_generator.state
+    assert set(got["input_ids"][got["mlm_labels"] != IGNORE_INDEX].tolist()) <= \
+        set(small_tok.convert_tokens_to_ids(data.replacement_words + ["[MASK]"]) +
+            got["mlm_labels"][got["mlm_labels"] != IGNORE_INDEX].tolist())
 
 
 # --------------------------------------------------------------------------- batches

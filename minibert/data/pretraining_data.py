@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
 from ..checks import check_count, check_probability, is_int
 from ..constants import IGNORE_INDEX
 from .instances import TrainingInstance, check_max_seq_length, create_training_instances
-from .masking import mask_tokens
+from .masking import MaskingTables, mask_token_ids, mask_tokens, masking_tables
 from .packing import PackedInstance, create_packed_instances
 from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
 
@@ -108,6 +110,7 @@ class PretrainingDataset:
         if not self.replacement_words:
             raise ValueError("the vocabulary holds only special tokens: it has no words to mask, predict "
                              "or draw random replacements from")
+        self._tables = None           # the vocabulary's MaskingTables, made at the first batch
 
     def __len__(self) -> int:
         return len(self.instances)
@@ -143,6 +146,10 @@ class PretrainingDataset:
                 pad_to: int | str = "longest") -> dict[str, np.ndarray]:
         """Mask and pad instances into the arguments of ``BertForPreTraining.forward``.
 
+        Each instance is masked as :func:`mask_tokens` masks it, one after another with ``rng``
+        (the same draws, the same result); the work is done on the ids of the whole batch at
+        once, by :func:`~minibert.data.masking.mask_token_ids`.
+
         Returns:
             dict of int64 arrays, B = len(instances), T = the padded length:
             ``input_ids`` (B, T), ``token_type_ids`` (B, T), ``attention_mask`` (B, T) with 1 on
@@ -169,33 +176,84 @@ class PretrainingDataset:
             T = int(pad_to)
         else:
             raise ValueError(f"pad_to={pad_to!r}: use 'longest' or an int length.")
-        B = len(instances)
-        to_id = self.tokenizer.token_to_id
-        input_ids = np.full((B, T), self.tokenizer.pad_id, dtype=np.int64)
-        token_type_ids = np.zeros((B, T), dtype=np.int64)
-        attention_mask = np.zeros((B, T), dtype=np.int64)
-        mlm_labels = np.full((B, T), IGNORE_INDEX, dtype=np.int64)
-        nsp_labels = np.empty(B, dtype=np.int64)
-        for b, inst in enumerate(instances):
-            masked = mask_tokens(inst.tokens, self.replacement_words, rng, self.masked_lm_prob,
-                                 self.max_predictions_per_seq, self.whole_word_mask)
-            n = len(masked.tokens)
+        pad_id = self.tokenizer.pad_id
+        sequences = [inst.tokens for inst in instances]
+        lengths = np.array([len(tokens) for tokens in sequences], dtype=np.int64)
+        real = np.arange(T) < lengths[:, None]         # real tokens; the rest is padding
+        masked = self._mask_ids(sequences, lengths, real, rng, pad_id)
+        input_ids, mlm_labels = masked if masked is not None else self._mask_tokens(sequences, rng, T, pad_id)
+        batch = {"input_ids": input_ids, "token_type_ids": _segment_ids(instances, real),
+                 "attention_mask": real.astype(np.int64), "mlm_labels": mlm_labels}
+        if self.has_nsp:
+            batch["nsp_labels"] = np.array([inst.nsp_label for inst in instances], dtype=np.int64)
+        return batch
+
+    def _mask_ids(self, sequences, lengths, real, rng, pad_id):
+        """The batch masked on ids by :func:`mask_token_ids`: ``(input_ids, mlm_labels)``, or None
+        where :meth:`_mask_tokens` must do it, to raise the error it raises (a token that is not in
+        the vocabulary, a string for a token list, no replacement words) before any draw."""
+        if any(isinstance(tokens, str) for tokens in sequences):
+            return None
+        tables = self._masking_tables()
+        if tables is None:
+            return None
+        n_tokens = int(lengths.sum())
+        try:
+            # itemgetter looks up all the tokens in one call (it returns a bare id for a single one)
+            found = itemgetter(*chain.from_iterable(sequences))(self.tokenizer.token_to_id) if n_tokens > 1 \
+                else [self.tokenizer.token_to_id[t] for t in chain.from_iterable(sequences)]
+        except KeyError:
+            return None
+        flat = np.fromiter(found, dtype=np.int64, count=n_tokens)
+        ids = np.full(real.shape, pad_id, dtype=np.int64)
+        ids[real] = flat                               # row-major: each row's tokens, then its padding
+        return mask_token_ids(ids, lengths, rng, tables, self.masked_lm_prob, self.max_predictions_per_seq,
+                              self.whole_word_mask)
+
+    def _masking_tables(self) -> MaskingTables | None:
+        """The vocabulary's :class:`MaskingTables`, made once (again if the tokenizer or the
+        replacement words are replaced); None if they cannot be made."""
+        source = (self.tokenizer.token_to_id, self.replacement_words)
+        sizes = tuple(map(len, source))
+        cached = self._tables
+        if cached is None or any(a is not b for a, b in zip(cached[0], source)) or cached[1] != sizes:
             try:
-                input_ids[b, :n] = [to_id[t] for t in masked.tokens]
+                tables = masking_tables(*source)
+            except (ValueError, KeyError):
+                tables = None
+            cached = self._tables = (source, sizes, tables)
+        return cached[2]
+
+    def _mask_tokens(self, sequences, rng, T: int, pad_id: int):
+        """The batch masked token by token with :func:`mask_tokens` (the same draws and result as
+        :meth:`_mask_ids`), raising its errors and those of the look-up of the ids."""
+        to_id = self.tokenizer.token_to_id
+        input_ids = np.full((len(sequences), T), pad_id, dtype=np.int64)
+        mlm_labels = np.full((len(sequences), T), IGNORE_INDEX, dtype=np.int64)
+        for b, tokens in enumerate(sequences):
+            masked = mask_tokens(tokens, self.replacement_words, rng, self.masked_lm_prob,
+                                 self.max_predictions_per_seq, self.whole_word_mask)
+            try:
+                input_ids[b, :len(masked.tokens)] = [to_id[t] for t in masked.tokens]
                 mlm_labels[b, masked.positions] = [to_id[t] for t in masked.labels]
             except KeyError as exc:
                 # instances made with another vocabulary: mapping to [UNK] would train on it silently
                 raise ValueError(f"token {exc.args[0]!r} of an instance is not in the tokenizer's "
                                  f"vocabulary; make the instances with this tokenizer") from None
-            token_type_ids[b, :n] = inst.segment_ids
-            attention_mask[b, :n] = 1
-            if self.has_nsp:
-                nsp_labels[b] = inst.nsp_label
-        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-                 "mlm_labels": mlm_labels}
-        if self.has_nsp:
-            batch["nsp_labels"] = nsp_labels
-        return batch
+        return input_ids, mlm_labels
+
+
+def _segment_ids(instances, real: np.ndarray) -> np.ndarray:
+    """``token_type_ids`` (B, T): each instance's ``segment_ids``, 0 on the padding."""
+    if all(type(inst) in (TrainingInstance, PackedInstance) for inst in instances):
+        # 0 up to and with the first [SEP], 1 from B on; a packed instance is all segment 0
+        b_starts = np.array([len(inst.tokens_a) + 2 if type(inst) is TrainingInstance else real.shape[1]
+                             for inst in instances], dtype=np.int64)
+        return ((np.arange(real.shape[1]) >= b_starts[:, None]) & real).astype(np.int64)
+    token_type_ids = np.zeros(real.shape, dtype=np.int64)
+    for b, inst in enumerate(instances):
+        token_type_ids[b, :len(inst.segment_ids)] = inst.segment_ids
+    return token_type_ids
 
 
 def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, short_seq_prob: float = 0.1,

@@ -70,9 +70,10 @@ class BatchStream:
 class Prefetch:
     """Makes the next batch in a background thread while the current step runs.
 
-    Masking and padding a batch is Python work (a few milliseconds for 128
-    sequences): next to a CPU step it is negligible, next to a GPU step of
-    20-60 ms it is not.  The main thread spends part of every step waiting
+    Masking and padding a batch holds the GIL (about 2 ms for 128 sequences
+    of 128 tokens, half of it NumPy's cost per call of the four random draws
+    of each sequence): next to a CPU step it is negligible, next to a GPU step
+    of 15-60 ms it is not.  The main thread spends part of every step waiting
     (for BLAS on the CPU, for the GPU to finish at ``float(loss)``), and the
     GIL is free then, so the next batch is ready when it is needed.
 
