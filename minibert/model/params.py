@@ -129,10 +129,11 @@ class ParamStore:
         On the CPU at once.  On a GPU the add waits for ``apply_grads``, at the end of the backward,
         which adds every pending gradient in one launch or a few (``ops.add_grads``) instead of one
         launch each: at small sizes a GPU step's time is its launches.  Until then ``g`` is kept."""
+        rows = buffer[:len(g)]
         if self.defer_adds:
-            self._pending.append((buffer[:len(g)], g))
+            self._pending.append((rows, g))
         else:
-            buffer[:len(g)] += g
+            rows += g       # in place on the view (``buffer[:n] += g`` would also copy the slice onto itself)
 
     def apply_grads(self):
         """The pending adds of ``add_grad``, in the order they were asked for."""
