@@ -231,7 +231,8 @@ def test_attention_kernels_match_the_reference(dtype, train, T, kernels, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("version", ["v1 naive", "v2a products + block-per-row softmax", "v2 products + fused softmax",
+@pytest.mark.parametrize("version", ["v1 naive", "v2a products + block-per-row softmax",
+                                     "v2b products + warp-per-row softmax in registers", "v2 products + fused softmax",
                                      "v3 online softmax", "v4 tiled online softmax"])
 def test_the_attention_ladder_matches_the_reference(dtype, version, kernels, rng):
     """Each rung of accel/cuda/ladder.py computes the reference's attention output: a padded
@@ -249,6 +250,18 @@ def test_the_attention_ladder_matches_the_reference(dtype, version, kernels, rng
     assert got.dtype == want.dtype and np.isfinite(got).all()
     _close(got, want, dtype, version)
     _close(LADDER[version](q, k, v, None), ops.attention_forward(q, k, v, None)[0], dtype, version + ", no mask")
+
+
+def test_the_register_rung_reads_again_what_its_registers_cannot_hold(kernels, rng):
+    """v2b keeps 16 values a lane, 512 keys a row: a row of 600 keys has 88 of them read again."""
+    from minibert.accel.cuda.ladder import ROW_REGISTERS, attention_warp_rows
+    B, A, T, D = 1, 2, 600, 8
+    assert T > 32 * ROW_REGISTERS
+    q, k, v = (rng.standard_normal((B, A, T, D)) for _ in range(3))
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[0, 550:] = 0                            # masked keys among those read again
+    bias = ops.attention_mask_bias(mask, np.float64)
+    _close(attention_warp_rows(q, k, v, bias), ops.attention_forward(q, k, v, bias)[0], "float64", "v2b, T 600")
 
 
 def test_the_online_rungs_refuse_a_head_they_cannot_hold(kernels, rng):
@@ -469,6 +482,8 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
                                 "minibert_gelu_fwd", "colsum", "add_many", "xent_fwd",
                                 "xent_bwd"))
+    from minibert.accel.cuda import ladder     # the ladder's two softmax rungs (the others hold constants to set)
+    compiles("ladder", [ladder.BLOCK_SOFTMAX, ladder.WARP_SOFTMAX], ("softmax_block_rows", "softmax_warp_rows"))
     if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
         compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
                           cuda_source.typed(cuda_source.ATTENTION_BWD, True)],

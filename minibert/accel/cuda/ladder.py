@@ -1,4 +1,4 @@
-"""Attention's forward pass, three ways: a ladder of CUDA kernels to read from the bottom up.
+"""Attention's forward pass, several ways: a ladder of CUDA kernels to read from the bottom up.
 
 Every version computes, for each head and each query row t,
 
@@ -16,6 +16,10 @@ v2a two products and a fused softmax: the products q k^T and P v go to
     cuBLAS, and one block of threads per score row does scale, mask and
     softmax, reducing through shared memory with barriers (__syncthreads).
     The (B, A, T, T) weights are written once and read once.
+v2b v2a's work with one warp per score row that reads its row once and keeps
+    it in registers (16 values a thread, rows of up to 512 keys), for the
+    maximum, the exponentials and the write: a row is read once and each
+    exponential computed once.
 v2  the same with one warp per score row: a row of a few hundred keys
     leaves a block's threads one or two values each and most of their time
     at barriers; 32 threads reduce with register shuffles and no barrier, 8
@@ -35,8 +39,10 @@ v4  tiled online softmax: v3, but a block of TILE queries (one thread each)
     is FlashAttention's idea (Dao et al., 2022) without its tensor-core
     products.
 
-v1, v2a, v3 and v4 are forward passes only (inference, or the lesson); the
-model trains with v2, whose weights its backward pass reads.
+v1, v2a, v2b, v3 and v4 are forward passes only (inference, or the lesson); the
+model trains with v2, whose weights its backward pass reads.  v2a and v2b do the
+same work, so their times compare a block per row with a warp per row; v2
+also keeps the weights for the backward and writes the operand of P v.
 """
 from __future__ import annotations
 
@@ -68,6 +74,41 @@ extern "C" __global__ void softmax_block_rows(T* s, const T* bias, const int has
         sr[j] = exp(sr[j] * scale + (br ? br[j] : T(0)) - m) / total;
 }
 """
+
+# v2b: v2a's work, a warp per score row; each lane keeps its share of the row (lane, lane + 32, ...) in
+# registers, ROW_REGISTERS values at most, and reads the rest of a longer row again where it needs it
+ROW_REGISTERS = 16
+WARP_SOFTMAX = r"""
+extern "C" __global__ void softmax_warp_rows(T* s, const T* bias, const int has_bias, const int Tk,
+                                             const long long rows_per_batch, const long long rows, const T scale) {
+    const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
+    const int lane = threadIdx.x & 31;
+    T* sr = s + row * Tk;
+    const T* br = has_bias ? bias + (row / rows_per_batch) * Tk : 0;
+    T z[ROW_REGISTERS];                   // -inf past the row's end: exp gives those 0
+    T m = neg_inf(T(0));
+#pragma unroll
+    for (int c = 0; c < ROW_REGISTERS; ++c) {
+        const int j = lane + 32 * c;
+        z[c] = j < Tk ? sr[j] * scale + (br ? br[j] : T(0)) : neg_inf(T(0));
+        m = fmax(m, z[c]);
+    }
+    for (int j = lane + 32 * ROW_REGISTERS; j < Tk; j += 32) m = fmax(m, sr[j] * scale + (br ? br[j] : T(0)));
+    m = warp_max(m);
+    T total = 0;
+#pragma unroll
+    for (int c = 0; c < ROW_REGISTERS; ++c) { z[c] = exp(z[c] - m); total += z[c]; }
+    for (int j = lane + 32 * ROW_REGISTERS; j < Tk; j += 32) total += exp(sr[j] * scale + (br ? br[j] : T(0)) - m);
+    total = warp_sum(total);
+#pragma unroll
+    for (int c = 0; c < ROW_REGISTERS; ++c) {
+        const int j = lane + 32 * c;
+        if (j < Tk) sr[j] = z[c] / total;
+    }
+    for (int j = lane + 32 * ROW_REGISTERS; j < Tk; j += 32) sr[j] = exp(sr[j] * scale + (br ? br[j] : T(0)) - m) / total;
+}
+""".replace("ROW_REGISTERS", str(ROW_REGISTERS))
 
 # v1: one thread per query row r of (B * A * T); scratch holds one row of Tk scores per thread
 NAIVE = r"""
@@ -229,6 +270,16 @@ def attention_block_rows(q, k, v, mask_bias=None):
     return s @ v
 
 
+def attention_warp_rows(q, k, v, mask_bias=None):
+    """v2b: cuBLAS products around a softmax kernel of one warp per score row, the row in registers."""
+    q, k, v, bias, has_bias, (A, T, Tk, D, scale) = _prepare(q, k, v, mask_bias)
+    s = q @ k.swapaxes(-1, -2)
+    rows = s.size // Tk
+    kernels.kernel("softmax_warp_rows", WARP_SOFTMAX, q.dtype)(
+        *cuda_ops._warp_rows(rows), (s, bias, has_bias, Tk, np.int64(A * T), np.int64(rows), scale))
+    return s @ v
+
+
 def attention_fused(q, k, v, mask_bias=None):
     """v2: minibert's attention: cuBLAS products around a fused softmax kernel, a warp per row."""
     return cuda_ops.attention_forward(q, k, v, mask_bias)[0]
@@ -266,5 +317,6 @@ def attention_tiled(q, k, v, mask_bias=None):
 
 
 LADDER = {"v1 naive": attention_naive, "v2a products + block-per-row softmax": attention_block_rows,
+          "v2b products + warp-per-row softmax in registers": attention_warp_rows,
           "v2 products + fused softmax": attention_fused,
           "v3 online softmax": attention_online, "v4 tiled online softmax": attention_tiled}
