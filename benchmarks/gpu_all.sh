@@ -12,22 +12,28 @@
 #      x seq-len 128, 512, both precisions, one process each;
 #   8. attention's four products at every preset's shapes, float16 by CuPy and by gemm.py's direct
 #      cuBLAS call, float32 by CuPy (bench_attention.py --products).
+#   9. before and after on the same machine: with BASELINE=DIR, a copy of an earlier minibert
+#      (`mkdir .baseline && git archive REV | tar -x -C .baseline`, about 10 MB; .baseline is
+#      ignored by git, so a machine that takes the working tree needs it named to carry), the lab
+#      sizes' step (tiny, mini, small at 128, both precisions, one process per form) by that copy's
+#      bench_step.py and by this one's, in turn.
 # Results go to $OUT (default runs/gpu): test log, one JSON and one table per bench setting,
 # the executed notebooks.  Usage: bash benchmarks/gpu_all.sh [--quick]
 #   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
 #   INPROC=1: the step table with bench_step.py --in-process (every form in one process per setting,
 #   without a start-up of CuPy, torch and transformers per form and size).
-#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep products) runs those parts alone, so that
+#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep products ab) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)       # absolute: part ab runs from another folder
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
 reps=${REPS:-$reps}; rounds=${ROUNDS:-$rounds}    # or set by hand: REPS=10 ROUNDS=1
-ONLY=${ONLY:-tests steps ladder notebooks loop profile sweep products}
+ONLY=${ONLY:-tests steps ladder notebooks loop profile sweep products ab}
 part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -99,4 +105,21 @@ if part products; then
 echo "== attention's products: CuPy float16, cuBLAS float16 (gemm.py), CuPy float32"
 $PY benchmarks/bench_attention.py --products --reps "$((reps * 2))" --json "$OUT/products.json" > "$OUT/products.md" 2>&1
 cat "$OUT/products.md"
+fi
+
+if part ab && [ -n "${BASELINE:-}" ]; then
+for flag in "" "--mixed-precision"; do
+  for round in 1 2; do          # the two trees in turn, the other order the second time
+    trees="$BASELINE ."; [ "$round" = 2 ] && trees=". $BASELINE"
+    for tree in $trees; do
+      which=after; [ "$tree" = "$BASELINE" ] && which=before
+      name="ab_${which}${flag:+_mixed}_$round"
+      echo "== $which (${tree}), ${flag:-float32}, round $round"
+      (cd "$tree" && $PY benchmarks/bench_step.py --device cuda --presets tiny mini small --seq-len 128 $flag \
+          --forms minibert torch-gathered --rounds 1 --reps "$reps" --wait-idle 0 \
+          --json "$OUT/$name.json") > "$OUT/$name.md" 2>&1
+      sed -n '/## ratios/,$p' "$OUT/$name.md"
+    done
+  done
+done
 fi
