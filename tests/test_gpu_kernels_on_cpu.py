@@ -192,6 +192,9 @@ def test_cross_entropy_kernels_take_a_loss_weight_left_on_the_device(dtype, kern
         got = cuda_loss.softmax_cross_entropy_backward(dloss, cache)
         _close(got, want, dtype, f"dloss {type(dloss).__name__}")
     assert not cuda_kernels.tickets().any(), "the loss's ticket left taken"
+    # a label that is no class (the model refuses it before; the op alone does not read past the row)
+    loss, _ = cuda_loss.softmax_cross_entropy_forward(logits, np.array([3, -100, 0, 50, 7, -7]))
+    assert np.isnan(loss)
 
 
 def test_gradient_adds_into_the_same_memory_never_share_a_launch(kernels):

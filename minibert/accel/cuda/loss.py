@@ -41,13 +41,14 @@ extern "C" __global__ void xent_fwd(const T* logits, const long long* labels, co
     s = block_sum(s, sh);
     if (threadIdx.x == 0) {
         const long long y = labels[row];
-        const bool ok = y != ignore;
+        const bool ok = y != ignore, inside = y >= 0 && y < C;
         const T ls = log(s);
         row_max[row] = m;
         log_sum[row] = ls;
-        safe[row] = ok ? y : 0;
+        safe[row] = ok && inside ? y : 0;
         valid[row] = ok;
-        nll[row] = ok ? ls - (z[ok ? y : 0] - m) : T(0);
+        // a label that is no class is never read past its row: its loss is NaN, which the run reports
+        nll[row] = ok ? (inside ? ls - (z[y] - m) : sqrt(T(-1))) : T(0);
         __threadfence();                  // the row's numbers reach global memory before the ticket
         last = atomicAdd(ticket, 1u) == gridDim.x - 1;
     }
