@@ -21,6 +21,7 @@ import numpy as np
 
 from ...constants import IGNORE_INDEX
 from ...ops.common import get_array_module
+from ...ops import loss as ref
 from ...ops.loss import CrossEntropyCache, check_cross_entropy, mean_nll
 from . import kernels
 from .kernels import applies
@@ -115,8 +116,7 @@ def softmax_cross_entropy_backward(dloss, cache):
     """``ops.softmax_cross_entropy_backward`` in one launch; ``dloss`` a number or a 0-d device array."""
     logits, row_max, log_sum, safe, valid, denom = cache
     if not (applies(logits, row_max, log_sum) and kernels.on_device(denom) and safe.dtype == np.int64):
-        from ...ops.loss import softmax_cross_entropy_backward as reference
-        return reference(dloss, cache)
+        return ref.softmax_cross_entropy_backward(dloss, cache)
     xp = get_array_module(logits)
     N, C = logits.shape
     dlogits = xp.empty_like(logits)
