@@ -5,7 +5,8 @@
     python benchmarks/bench_loop.py --config tiny --batch-size 16 --seq-len 64 --steps 30   # the CPU
 
 The loop adds to the step: drawing and masking the next batch (in a thread), checking it
-and copying it to the device, the metrics, the schedule.  The first row times
+and copying it to the device, the metrics, the schedule.  The last line says how long making
+a batch takes on the host: a GPU step bound by its launches has no host time to spare for it.  The first row times
 ``pretrain`` on the built-in corpus: the time between two train records (which the host
 writes after reading the step's numbers, so the device has finished the steps in between)
 over the steps between them, from the first record on (the steps before it warm up; the
@@ -67,6 +68,22 @@ def time_loop(args, out):
     return 1e3 * statistics.median(windows), result.model
 
 
+def time_batches(args, run_dir, n=20):
+    """ms to make one batch on the host, masked and padded (what ``Prefetch``'s thread does while a step
+    runs), with the run's own vocabulary and shapes: on a launch-bound GPU step it is host time the
+    step does not have to spare."""
+    from minibert.train import TrainArgs
+    from minibert.train.data import prepare_data
+    setup = TrainArgs(corpus=args.corpus, config=args.config, batch_size=args.batch_size, seq_len=args.seq_len,
+                      steps=args.steps, vocab=str(run_dir / "vocab.txt"), out=str(run_dir.parent / "batches"))
+    stream = prepare_data(setup, run_dir.parent / "batches", log=lambda *a, **k: None)[2]
+    stream.next_batch()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        stream.next_batch()
+    return 1e3 * (time.perf_counter() - t0) / n
+
+
 def time_bare(args, model):
     """ms per bare step on ``model`` at the same shapes: the trainer's step less its metrics, each ending
     with ``float(loss)``."""
@@ -99,6 +116,7 @@ def main(argv=None):
     args = parse(argv)
     with tempfile.TemporaryDirectory() as tmp:
         loop_ms, model = time_loop(args, Path(tmp) / "run")
+        batch_ms = time_batches(args, Path(tmp) / "run")
     bare_ms = time_bare(args, model)
     tokens = args.batch_size * args.seq_len
     precision = "mixed float16" if args.mixed_precision else "float32"
@@ -108,6 +126,8 @@ def main(argv=None):
     print("|---|---:|---:|---:|")
     for name, ms in (("pretrain", loop_ms), ("bare step", bare_ms)):
         print(f"| {name} | {ms:.1f} | {tokens / ms * 1e3:,.0f} | {ms / bare_ms:.2f}x |")
+    print(f"\nmaking a batch on the host (mask and pad, the prefetching thread's work): {batch_ms:.2f} ms, "
+          f"{batch_ms / bare_ms:.0%} of the bare step")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 import json
 import shutil
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,6 @@ def test_bench_loop_times_pretrain_against_the_bare_step():
     assert set(rows) == {"pretrain", "bare step"}
     assert rows["bare step"][2].strip() == "1.00x"
     assert float(rows["pretrain"][0]) > 0 and rows["pretrain"][2].strip().endswith("x")
+    line = next(l for l in res.stdout.splitlines() if l.startswith("making a batch on the host"))
+    ms, share = re.search(r": (\d+\.\d\d) ms, (\d+)% of the bare step$", line).groups()
+    assert float(ms) > 0
