@@ -5,8 +5,7 @@
     python benchmarks/bench_loop.py --config tiny --batch-size 16 --seq-len 64 --steps 30   # the CPU
 
 The loop adds to the step: drawing and masking the next batch (in a thread), checking it
-and copying it to the device, the metrics, the schedule.  The last line says how long making
-a batch takes on the host: a GPU step bound by its launches has no host time to spare for it.  The first row times
+and copying it to the device, the metrics, the schedule.  The first row times
 ``pretrain`` on the built-in corpus: the time between two train records (which the host
 writes after reading the step's numbers, so the device has finished the steps in between)
 over the steps between them, from the first record on (the steps before it warm up; the
@@ -16,7 +15,8 @@ with labels, backward, clipping, AdamW (with the loss scaler in mixed precision)
 step ending with ``float(loss)``, which waits for the device.  The loop reads nothing
 back between its log steps, so on a GPU it may beat the bare step; on the CPU every
 read is free and the two should be close.  Tokens per second count B x T, padding
-included, in both rows.
+included, in both rows.  The line after the table says how long making a batch takes on the
+host: a GPU step bound by its launches has no host time to spare for it.
 """
 from __future__ import annotations
 

@@ -74,14 +74,10 @@ def mask_tokens(tokens: Sequence[str], vocab_words: Sequence[str], rng: np.rando
         raise ValueError("mask_tokens needs vocab_words to draw random replacements from; got none")
     candidates = _candidates(tokens, never_mask, whole_word_mask)
     num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
-    chosen: list[int] = []
-    for c in rng.permutation(len(candidates)):
-        if len(chosen) >= num_to_predict:
-            break
-        if len(chosen) + len(candidates[c]) > num_to_predict:
-            continue
-        chosen.extend(candidates[c])
-    chosen.sort()
+    # candidates in random order until num_to_predict positions are chosen (step 3, _whole_words)
+    taken, _ = _whole_words(rng.permutation(len(candidates)).tolist(), [len(c) for c in candidates],
+                            num_to_predict)
+    chosen = sorted(p for c in taken for p in candidates[c])
 
     # Three draws per chosen position, made up front so the stream of random numbers
     # does not depend on the outcomes.
@@ -254,8 +250,10 @@ def _num_to_predict(lengths: np.ndarray, masked_lm_prob, max_predictions_per_seq
 
 
 def _whole_words(order: list[int], sizes: list[int], num_to_predict: int) -> tuple[list[int], int]:
-    """mask_tokens' step 3 for one sequence's groups of ``sizes``, taken in ``order``: the
-    groups chosen, and how many positions they hold."""
+    """Step 3 for one sequence's groups of ``sizes`` (a whole word, or one piece), taken in
+    ``order`` until ``num_to_predict`` positions are chosen, a group that would overshoot skipped:
+    the groups chosen, and how many positions they hold (both :func:`mask_tokens` and
+    :func:`mask_token_ids` choose by it)."""
     taken, total = [], 0
     for c in order:
         if total >= num_to_predict:

@@ -54,8 +54,9 @@ def dummy(dtype):
 
 @lru_cache(maxsize=None)
 def tickets():
-    """Counters on the device, 0 between launches: the blocks of a column sum take a number from
-    their group's to find the last one, which sets it back to 0 (launches on one stream never overlap)."""
+    """Counters on the device, 0 between launches: the blocks of a column sum (a counter per group of
+    columns) and of the loss's forward (the first counter) take a number to find the last block, which
+    sets its counter back to 0.  Launches on one stream never overlap, so the kernels share them."""
     import cupy
     return cupy.zeros(cuda_source.COLSUM_MAX_GROUPS, dtype=np.uint32)
 
