@@ -67,6 +67,10 @@ def _pretrain_parser(sub):
     g.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sequence (default: %(default)s)")
     g.add_argument("--dupe-factor", type=int, default=d.dupe_factor,
                    help="times the corpus is cut into instances, each time differently (default: %(default)s)")
+    g.add_argument("--data-worker", choices=["auto", "thread", "process"], default=d.data_worker,
+                   help="where the next batch is masked while a step runs: a thread, or a process of its own "
+                        "(a GPU step keeps the interpreter busy launching kernels); auto: a process with "
+                        "--device cuda, a thread otherwise (default: %(default)s)")
     _model_options(p.add_argument_group("model"), d)
     _ablation_options(p.add_argument_group("ablations", ABLATIONS_HELP), d)
     g = p.add_argument_group("optimisation")

@@ -127,3 +127,7 @@ def test_bench_loop_times_pretrain_against_the_bare_step():
     line = next(l for l in res.stdout.splitlines() if l.startswith("making a batch on the host"))
     ms, share = re.search(r": (\d+\.\d\d) ms, (\d+)% of the bare step$", line).groups()
     assert float(ms) > 0
+    beside = {line.split("|")[1].strip(): line.split("|")[2:] for line in res.stdout.splitlines()
+              if line.startswith(("| alone", "| thread", "| process"))}
+    assert set(beside) == {"alone", "thread", "process"} and beside["alone"][1].strip() == "1.00x"
+    assert all(float(ms) > 0 for ms, _, _ in beside.values())

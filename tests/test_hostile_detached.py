@@ -175,11 +175,13 @@ def test_a_stdout_closed_from_the_start_neither_crashes_nor_complains(corpus_fil
                                            f"checkpoint at step 1 in {out}; continue with --resume"), stderr
 
 
-def test_a_run_started_with_stderr_closed_trains_to_the_end(corpus_file, tmp_path):
-    # `2>&-`: Python starts with sys.stderr None, and the progress bar's first write ended the run (status 1)
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_a_run_started_with_stderr_closed_trains_to_the_end(corpus_file, tmp_path, worker):
+    # `2>&-`: Python starts with sys.stderr None, and the progress bar's first write ended the run (status 1);
+    # the data process's socket, the first file opened, would have been descriptor 2, the worker's stderr
     out = tmp_path / "run"
-    done = subprocess.run(exec_after("os.close(2)", command(corpus_file, out, "--steps=6")), stdout=subprocess.PIPE,
-                          text=True, env=env(), timeout=120)
+    done = subprocess.run(exec_after("os.close(2)", command(corpus_file, out, "--steps=6", f"--data-worker={worker}")),
+                          stdout=subprocess.PIPE, text=True, env=env(), timeout=120)
     assert done.returncode == 0, done.stdout
     assert (out / "model" / "model.safetensors").is_file()
 

@@ -54,6 +54,7 @@ class TrainArgs:
     heldout_fraction: float = 0.05
     eval_instances: int = 256
     dupe_factor: int = 2
+    data_worker: str = "auto"          # where batches are made: "thread", "process"; auto: a process on a GPU
     max_predictions: int | None = None # None: ceil(0.15 * seq_len)
     cache_dir: str | None = None
     progress: bool = True
@@ -131,10 +132,21 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     if args.data_dir is not None and str(args.corpus) not in ("wikitext-2", "wikitext2"):
         raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
                          f"--corpus {args.corpus} (give the file itself as --corpus)")
+    if args.data_worker not in DATA_WORKERS:
+        raise ValueError(f"--data-worker must be one of {list(DATA_WORKERS)}, got {args.data_worker!r}")
     _check_vocab(args)
     if probe_out:
         check_writable(Path(args.out))
     return config
+
+
+DATA_WORKERS = ("auto", "thread", "process")
+
+
+def uses_data_process(args: TrainArgs) -> bool:
+    """Whether batches are made by a process of their own: asked for, or by default on a GPU, whose
+    launch-bound steps need the interpreter a thread would share (train/data_worker.py)."""
+    return args.data_worker == "process" or (args.data_worker == "auto" and args.device == "cuda")
 
 
 # the ablation flags and their defaults (BERT's recipe): what a run's identity and run.json record

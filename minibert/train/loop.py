@@ -13,9 +13,10 @@ from ..model.config import BertConfig
 from ..model.bert import BertForPreTraining
 from ..model.hf_io import PRE_LN_EXPORT
 from ..optim import AdamW, LossScaler, linear_warmup_decay, unscale_and_clip
-from .args import RunResult, TrainArgs, check_args
+from .args import RunResult, TrainArgs, check_args, uses_data_process
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
+from .data_worker import ProcessPrefetch
 from .errors import DISK_FULL, AgreedError, TrainingError, os_error_in, replaced, writes
 from .health import Health
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, token_counts,
@@ -139,7 +140,8 @@ def _running(run: Run):
         if run.step == 0:
             with writes(run.step, run.last_ckpt):
                 run.record_eval()
-        run.stream = Prefetch(run.stream)   # after the restore: it starts from the restored position
+        # after the restore: it starts from the restored position
+        run.stream = (ProcessPrefetch if uses_data_process(run.args) else Prefetch)(run.stream)
         closing.callback(run.stream.close)
         from tqdm.auto import tqdm
         bar = tqdm(total=run.args.steps, initial=run.step, disable=not (run.args.progress and run.comm.is_root),
