@@ -33,6 +33,16 @@ def launched_rank() -> int:
     return 0
 
 
+# every variable through which a launcher tells a process it is a rank (and how to reach the others)
+LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "HYDI_", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
+
+
+def outside_the_job(environ) -> dict:
+    """``environ`` less the launcher's variables: for a helper process a rank starts (the data
+    worker), which must not take itself for a rank and start MPI, waiting for a job it is not in."""
+    return {k: v for k, v in environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+
+
 def start_mpi_if_launched() -> None:
     """Under mpiexec -n N (N > 1): start MPI now, and make an uncaught error end the job."""
     if launched_size() <= 1 or "mpi4py.MPI" in sys.modules and sys.excepthook is _abort_job:

@@ -114,7 +114,9 @@ def one_process(tmp_path_factory):
 @pytest.mark.parametrize("accum", [1, 2])
 def test_two_processes_log_the_losses_and_reach_the_weights_of_one(one_process, tmp_path, accum):
     out = tmp_path / "two"
-    done = job(2, [*COMMON, "--accum", accum, "--out", out])
+    # with --accum 2 each rank's batches come from a data process of its own (the default on a GPU)
+    worker = ["--data-worker", "process"] if accum == 2 else []
+    done = job(2, [*COMMON, "--accum", accum, "--out", out, *worker])
     assert_same_records(records(one_process[accum]), records(out))
     assert_same_weights(final_weights(one_process[accum]), final_weights(out))
     # one voice: rank 0 alone prints

@@ -38,6 +38,8 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from ..launcher import outside_the_job
+
 AHEAD = 2          # batches asked for before they are needed: one ready, one in the making
 # the worker's interpreter: the entry point imported by name, so that nothing of the run's own
 # __main__ (a script, a notebook) is run again there
@@ -63,8 +65,9 @@ class ProcessPrefetch:
         out, err = (None if _is_open(n) else subprocess.DEVNULL for n in (1, 2))
         self._shared, fd = _shared_memory(ahead * slot)
         ours, theirs = (_above_stdio(s.detach()) for s in socket.socketpair())
-        # the worker imports the same minibert as this process, wherever that was found
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        # the worker imports the same minibert as this process, wherever that was found; under
+        # mpiexec it is no rank of the job
+        env = dict(outside_the_job(os.environ), PYTHONPATH=os.pathsep.join(sys.path))
         self._proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(theirs), str(fd), str(slot), str(ahead)],
                                       pass_fds=(theirs, fd), env=env, stdin=subprocess.DEVNULL,
                                       stdout=out, stderr=err)
