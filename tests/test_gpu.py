@@ -328,6 +328,15 @@ def test_a_batch_without_mlm_labels_on_the_gpu(dtype, rng):
     assert np.linalg.norm(g - cpu.params.grad) <= 1e-4 * np.linalg.norm(cpu.params.grad)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_bookkeeping_kernel_keeps_what_the_array_expressions_keep(dtype):
+    """``step_book`` on the GPU against ``Health.watch`` and ``MetricsLog.add_step`` on the GPU."""
+    import cupy
+    from test_bookkeeping import RUNS, check_run
+    for run in RUNS:
+        check_run(run, dtype, dev=lambda x, t: cupy.asarray(np.array(x, dtype=t)), xp=cupy)
+
+
 def test_two_gpus_with_nccl_compute_what_one_gpu_computes(tmp_path):
     # one process per GPU, the gradients summed by NCCL on the devices (minibert/train/nccl.py)
     import cupy

@@ -250,16 +250,16 @@ def test_a_diverged_run_on_the_gpu_names_the_step_it_diverged_at(corpus_file, tm
     step that looks, step 2 itself, which saves a checkpoint: it stops there naming step 2,
     before it writes the checkpoint of those weights."""
     from minibert.train import TrainingError
-    real = loop.summarize
+    real = loop.batch_stats
 
-    def nan_from_step_2(sums):
-        out = real(sums)
+    def nan_from_step_2(out, batch):      # the step's summed MLM loss, as the watch receives it
+        sums = real(out, batch)
         if len(calls) >= 1:
-            out["loss"] = out["loss"] * np.nan
+            sums["mlm_loss"] = sums["mlm_loss"] * np.nan
         calls.append(1)
-        return out
+        return sums
     calls = []
-    monkeypatch.setattr(loop, "summarize", nan_from_step_2)
+    monkeypatch.setattr(loop, "batch_stats", nan_from_step_2)
     found = _reads_per_step(monkeypatch)
     with pytest.raises(TrainingError, match=r"^step 2: the loss is nan .* Last good checkpoint: none"):
         pretrain(_args(corpus_file, tmp_path / "run", save_every=2), log=lambda *a: None)

@@ -43,6 +43,12 @@ class Health:
         # the first bad step is kept: later ones, all bad too, would hide where it started
         self.first = xp.where((self.first[0] == 0) & bad, now, self.first)
 
+    def device_first(self, xp):
+        """``first`` on the device, for ``bookkeeping.step_book`` to write (zeros: no bad step yet)."""
+        if self.first is None:
+            self.first = xp.zeros(4)
+        return self.first
+
     def check(self) -> None:
         """Raise (the same on every rank) if a step since the last check went wrong."""
         if self.first is None:

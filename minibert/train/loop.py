@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from . import dist
+from .. import accel
+from ..accel.cuda import bookkeeping
 from .checkpoint_files import checkpoint_step, latest_checkpoint, remove_partial_checkpoints
 from ..model.config import BertConfig
 from ..model.bert import BertForPreTraining
@@ -198,12 +200,27 @@ def train_step(run: Run, lr: float) -> None:
     # the verdicts and the loss scale stay there: no step waits to read them
     grad_norm = unscale_and_clip(model.params, args.max_grad_norm or None, loss_scale, args.accum)
     finite = model.xp.isfinite(grad_norm)
-    run.health.watch(run.step + 1, summarize(sums)["loss"], grad_norm, finite, loss_scale if scaler else None)
+    _book(run, sums, grad_norm, finite, loss_scale if scaler else None)
     if scaler is None:
         run.opt.step(lr)
     else:
         run.opt.step(lr, take=scaler.update(finite))    # not taken where the gradients overflowed
     run.step += 1
+
+
+def _book(run: Run, sums: dict, grad_norm, finite, loss_scale) -> None:
+    """Step ``run.step + 1`` watched for divergence (``Health``) and its sums added to the metrics'
+    window; on a GPU with minibert's kernels both in one launch (``accel/cuda/bookkeeping.py``)."""
+    step = run.step + 1
+    if run.model.ops is accel.cuda and bookkeeping.applies(sums, grad_norm, finite, loss_scale):
+        xp = run.model.xp
+        if run.metrics.device_sums is None:
+            run.metrics.device_sums = xp.zeros(len(bookkeeping.SUMS))
+        bookkeeping.step_book(step, sums, grad_norm, finite, loss_scale, run.metrics.device_sums,
+                              run.health.device_first(xp))
+        run.metrics.add_counts(sums)
+        return
+    run.health.watch(step, summarize(sums)["loss"], grad_norm, finite, loss_scale)
     run.metrics.add_step(sums, grad_norm, finite)
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend import host_number, on_host
+from ..accel.cuda.bookkeeping import SUMS
+from ..backend import host_number, on_host, to_numpy
 from ..constants import IGNORE_INDEX
 from ..ops.common import get_array_module
 from .dist import Single
@@ -50,6 +51,9 @@ def unigram_baseline(counts: np.ndarray, eval_batches) -> float:
     p = (counts + 1) / (counts.sum() + counts.size)
     labels = np.concatenate([b["mlm_labels"].ravel() for b in eval_batches])
     return float(-np.log(p[labels[labels != IGNORE_INDEX]]).mean())
+
+
+COUNTED = ("mlm_correct", "nsp_correct", "skipped")    # sums that count, integers on the host
 
 
 def batch_stats(out, batch) -> dict:
@@ -95,7 +99,9 @@ def summarize(sums: dict) -> dict:
 
 
 def add(total: dict, part: dict) -> dict:
-    return {k: total.get(k, 0) + v for k, v in part.items()}
+    """``total + part`` key by key; a key new to ``total`` takes ``part``'s value as it is (on a GPU,
+    adding it to 0 would be a launch for nothing)."""
+    return {k: total[k] + v if k in total else v for k, v in part.items()}
 
 
 def evaluate(model, eval_batches, comm=None) -> dict:
@@ -159,6 +165,7 @@ class MetricsLog:
         ``comm``: the run's ranks (``dist.py``); rank 0 holds the file."""
         self.history, self.on_record, self.comm = history, on_record, comm
         self.window, self._t0 = {}, time.perf_counter()
+        self.device_sums = None      # on a GPU: the sums ``bookkeeping.step_book`` adds to there (SUMS)
         self._file = LineFile(path) if path is not None else None
 
     def record(self, entry: dict) -> None:
@@ -180,27 +187,40 @@ class MetricsLog:
             norm, skipped = xp.where(finite, grad_norm.astype(xp.float64), 0.0), (~finite).astype(xp.int64)
         self.window = add(self.window, dict(sums, grad_norm=norm, skipped=skipped, steps=1))
 
+    def add_counts(self, sums: dict) -> None:
+        """Add a step whose other sums ``step_book`` added on the device: the counts the host knows."""
+        counts = dict(n_mlm=sums["n_mlm"], n_nsp=sums["n_nsp"], tokens=sums["tokens"], steps=1)
+        self.window = {**self.window, **add(self.window, counts)}    # (a resumed window holds the other sums)
+
+    def _window_on_host(self) -> dict:
+        """The window's sums as Python numbers, those on the device read (a log step's one wait)."""
+        w = on_host_sums(self.window)
+        if self.device_sums is not None:
+            there = dict(zip(SUMS, to_numpy(self.device_sums).tolist()))
+            w.update(add(w, {k: int(v) if k in COUNTED else v for k, v in there.items()}))
+        return w
+
     def train_record(self, step: int, lr: float, stream, scaler=None) -> dict:
         """Write the record of the steps since the last one, and start the window again."""
-        w, elapsed = on_host_sums(self.window), max(time.perf_counter() - self._t0, 1e-9)
+        w, elapsed = self._window_on_host(), max(time.perf_counter() - self._t0, 1e-9)
         taken = w["steps"] - w["skipped"]
         entry = dict(kind="train", step=step, **summarize(w), lr=lr, grad_norm=w["grad_norm"] / max(taken, 1),
                      tokens_per_s=w["tokens"] / elapsed, data_wait=stream.wait_s / elapsed)
         if scaler is not None:
             entry.update(loss_scale=host_number(scaler.scale), skipped_steps=w["skipped"])
         self.record(entry)
-        self.window, self._t0, stream.wait_s = {}, time.perf_counter(), 0.0
+        self.window, self.device_sums, self._t0, stream.wait_s = {}, None, time.perf_counter(), 0.0
         return entry
 
     def window_state(self, stream) -> dict:
         """The window, for a checkpoint: the sums since the last train record, and the time they took."""
-        return dict(sums=on_host_sums(self.window), seconds=time.perf_counter() - self._t0,
+        return dict(sums=self._window_on_host(), seconds=time.perf_counter() - self._t0,
                     data_wait_s=stream.wait_s)
 
     def start(self, stream, window=None) -> None:
         """Start the clock at the first step, from a checkpoint's ``window_state()`` if there is one."""
         window = window or dict(sums={}, seconds=0.0, data_wait_s=0.0)
-        self.window = dict(window["sums"])
+        self.window, self.device_sums = dict(window["sums"]), None
         self._t0 = time.perf_counter() - window["seconds"]
         stream.wait_s = window["data_wait_s"]
 

@@ -2,7 +2,8 @@
 
 ``source.py`` holds the C++, ``kernels.py`` compiles and launches it,
 ``ops.py`` exposes the ops (``grads.py`` the gradients' adds, in a launch or two; ``loss.py``
-the softmax cross-entropy).  With the reference ops that need no kernel of
+the softmax cross-entropy); ``bookkeeping.py`` is the trainer's, not an op: a step's health
+watch and metrics sums in one launch.  With the reference ops that need no kernel of
 their own (the lookups, the head reshapes), this package is the set
 of ops a model on the GPU runs with ``kernels="fast"`` (``minibert.kernels``).
 """

@@ -102,9 +102,10 @@ def softmax_cross_entropy_forward(logits, labels, ignore_index=IGNORE_INDEX):
         valid = labels != ignore_index
         return mean_nll(logits, labels, valid, xp.maximum(valid.sum(), 1).astype(logits.dtype))
     labels = xp.ascontiguousarray(labels)
-    row_max, log_sum, nll = (xp.empty((N, 1), logits.dtype) for _ in range(3))
-    safe, valid = xp.empty(N, np.int64), xp.empty(N, np.bool_)
-    loss, denom = xp.empty((), logits.dtype), xp.empty((), logits.dtype)
+    # (empty_like: arrays of the logits' kind, which the CPU stand-in's device arrays need to stay so)
+    row_max, log_sum, nll = (xp.empty_like(logits, shape=(N, 1)) for _ in range(3))
+    safe, valid = xp.empty_like(labels, shape=N), xp.empty_like(labels, np.bool_, shape=N)
+    loss, denom = xp.empty_like(logits, shape=()), xp.empty_like(logits, shape=())
     kernels.kernel("xent_fwd", XENT_FWD, logits.dtype)(
         (N,), (kernels.threads_per_row(C),),
         (logits, labels, np.int64(ignore_index), row_max, log_sum, safe, valid, nll, kernels.tickets(), loss,

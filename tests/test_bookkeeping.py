@@ -1,0 +1,92 @@
+"""The step's bookkeeping kernel (``accel/cuda/bookkeeping.py``) against the array expressions it replaces.
+
+``step_book`` does in one launch what ``Health.watch`` and ``MetricsLog.add_step`` do on a GPU
+as array expressions.  Here both run on the CPU stand-in, step after step, on the same numbers:
+healthy steps, a NaN loss, later bad steps that must not hide the first, overflowing gradients
+with a loss scale above 1 (skipped, not bad), at exactly 1 (bad), with the scale a number or on
+the device, and runs without NSP pairs.  The first bad step and the window's sums must be the
+same bits."""
+import numpy as np
+import pytest
+
+import cuda_on_cpu
+from test_gpu_kernels_on_cpu import cuda_kernels_on_numpy
+from test_sync_free_step import _on_device
+from minibert.accel.cuda import bookkeeping
+from minibert.backend import to_numpy
+from minibert.train.health import Health
+from minibert.train.metrics import MetricsLog, summarize
+from minibert.train.dist import Single
+
+pytestmark = pytest.mark.skipif(cuda_on_cpu.unavailable() is not None, reason=cuda_on_cpu.unavailable() or "")
+NAN, INF = float("nan"), float("inf")
+
+
+def dev(x, dtype):
+    return _on_device(np.array(x, dtype=dtype))
+
+
+def step_numbers(mlm_loss, nsp_loss, mlm_hits, nsp_hits, n_mlm, n_nsp, norm, dtype, dev=dev):
+    """The sums, gradient norm and verdict of a step as the trainer has them on a GPU."""
+    sums = dict(mlm_loss=dev(mlm_loss, np.float64), mlm_correct=dev(mlm_hits, np.int64), n_mlm=n_mlm,
+                n_nsp=n_nsp, tokens=7 * n_mlm,
+                nsp_loss=dev(nsp_loss, np.float64) if n_nsp else 0.0,
+                nsp_correct=dev(nsp_hits, np.int64) if n_nsp else 0)
+    grad_norm = dev(norm, dtype)
+    return sums, grad_norm, dev(bool(np.isfinite(norm)), np.bool_)
+
+
+RUNS = {
+    # (mlm_loss sum, nsp_loss sum, mlm hits, nsp hits, n_mlm, n_nsp, norm, loss scale)
+    "a NaN loss, then worse": [(41.5, 5.5, 3, 4, 20, 8, 1.25, None), (NAN, 5.0, 2, 4, 20, 8, 2.5, None),
+                               (INF, 4.0, 1, 3, 20, 8, INF, None), (40.0, 5.0, 3, 5, 20, 8, 1.0, None)],
+    "overflow at a scale above 1, then at 1": [(41.5, 5.5, 3, 4, 20, 8, 1.25, 65536.0),
+                                               (41.0, 5.5, 3, 4, 19, 8, INF, ("device", 32768.0)),
+                                               (40.0, 5.0, 4, 4, 20, 8, 3.0, ("device", 16384.0)),
+                                               (39.0, 5.0, 4, 4, 20, 8, NAN, ("device", 1.0)),
+                                               (38.0, 5.0, 5, 4, 20, 8, 1.0, 2.0)],
+    "no NSP pairs": [(41.5, 0, 3, 0, 20, 0, 1.5, None), (40.5, 0, 6, 0, 18, 0, 1.25, None),
+                     (NAN, 0, 0, 0, 0, 0, 1.0, None)],
+    "a gradient that overflows unscaled": [(41.5, 5.5, 3, 4, 20, 8, 1.25, None),
+                                           (41.0, 5.5, 3, 4, 20, 8, INF, None)],
+}
+
+
+def check_run(run, dtype, dev=dev, xp=np):
+    """Both ways, step after step on ``RUNS[run]``: the first bad step and the window the same bits
+    after each.  ``dev``: a number put on the device; ``xp``: the device's array module."""
+    ref_health, ref_log = Health(Single(), lambda: None), MetricsLog(None, [])
+    health, log = Health(Single(), lambda: None), MetricsLog(None, [])
+    log.device_sums = xp.zeros(len(bookkeeping.SUMS)) if xp is not np else dev(np.zeros(6), np.float64)
+    for step, (*numbers, scale) in enumerate(RUNS[run], start=1):
+        sums, grad_norm, finite = step_numbers(*numbers, dtype, dev=dev)
+        if isinstance(scale, tuple):
+            scale = dev(scale[1], np.float64)
+        ref_health.watch(step, summarize(sums)["loss"], grad_norm, finite, scale)
+        ref_log.add_step(sums, grad_norm, finite)
+        assert bookkeeping.applies(sums, grad_norm, finite, scale)
+        bookkeeping.step_book(step, sums, grad_norm, finite, scale, log.device_sums, health.device_first(xp))
+        log.add_counts(sums)
+        np.testing.assert_array_equal(to_numpy(health.first), to_numpy(ref_health.first), err_msg=f"step {step}")
+        mine, theirs = log._window_on_host(), ref_log._window_on_host()
+        np.testing.assert_equal(mine, theirs, err_msg=f"step {step}")      # (a NaN equal to a NaN)
+        assert {k: type(v) for k, v in mine.items()} == {k: type(v) for k, v in theirs.items()}
+    assert to_numpy(health.first)[0] > 0         # each run has a bad step, which both recorded
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("run", list(RUNS))
+def test_step_book_keeps_what_the_array_expressions_keep(monkeypatch, run, dtype):
+    cuda_kernels_on_numpy(monkeypatch)
+    check_run(run, dtype)
+
+
+def test_step_book_leaves_what_it_does_not_take_to_the_array_expressions(monkeypatch):
+    """Sums of another kind (a loss read back to the host, counts in another type) are not the kernel's."""
+    cuda_kernels_on_numpy(monkeypatch)
+    sums, grad_norm, finite = step_numbers(41.5, 5.5, 3, 4, 20, 8, 1.25, np.float32)
+    assert bookkeeping.applies(sums, grad_norm, finite, None)
+    assert not bookkeeping.applies(dict(sums, mlm_loss=41.5), grad_norm, finite, None)
+    assert not bookkeeping.applies(dict(sums, mlm_correct=dev(3, np.int32)), grad_norm, finite, None)
+    assert not bookkeeping.applies(sums, grad_norm, finite, dev(2.0, np.float32))
+    assert not bookkeeping.applies(dict(sums, nsp_loss=0.0), grad_norm, finite, None)   # pairs, but no loss
