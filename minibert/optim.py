@@ -284,8 +284,7 @@ def clip_grad_norm(store, max_norm=1.0, on_device=False):
     norm = xp.sqrt(xp.dot(store.grad, store.grad))
     if on_device and not on_host(norm):
         if max_norm is not None:
-            coef = xp.minimum(max_norm / (norm + 1e-6), 1.0)
-            store.grad *= coef.astype(store.grad.dtype)
+            store.ops.clip_by_norm(store.grad, norm, max_norm)
         return norm
     norm = float(norm)
     if max_norm is None:

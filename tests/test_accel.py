@@ -239,8 +239,20 @@ def _check_add_grads(ns, xp, dtype, rng):
     np.testing.assert_array_equal(_to_np(got), want, err_msg="add_grads, float16 sources")
 
 
+def _check_clip_by_norm(ns, xp, dtype, rng):
+    """Clipped (the norm above max_norm), left alone (below it: a factor of exactly 1), and a NaN or
+    infinite norm (NaN or zero gradients): the same bits as the reference, the norm on the device."""
+    g = rng.standard_normal(3001).astype(dtype)
+    for max_norm, norm in [(1.0, 7.25), (1.0, 0.5), (0.3, float(np.linalg.norm(g))), (1.0, np.nan),
+                           (1.0, np.inf), (5.0, 5.0)]:
+        got, want = xp.asarray(g.copy()), g.copy()
+        ns.clip_by_norm(got, xp.asarray(np.array(norm, dtype=dtype)), max_norm)
+        ops.clip_by_norm(want, np.array(norm, dtype=dtype), max_norm)
+        np.testing.assert_array_equal(_to_np(got), want, err_msg=f"clip_by_norm, norm {norm}, max {max_norm}")
+
+
 SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform,
-           "add_grads": _check_add_grads}
+           "add_grads": _check_add_grads, "clip_by_norm": _check_clip_by_norm}
 
 
 def kernels_of(ns):

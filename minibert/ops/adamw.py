@@ -28,3 +28,16 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go
     v[...] = b2 * v + (1.0 - b2) * (g * g)       # second moment: running mean of g^2
     # lr * m_hat / (sqrt(v_hat) + eps) = step_size * m / (sqrt(v) / root_c2 + eps)
     p -= step_size * (m / (xp.sqrt(v) / root_c2 + eps))
+
+
+def clip_by_norm(g, norm, max_norm):
+    """Scale the gradients g in place so that their global L2 norm, ``norm``, is at most ``max_norm``.
+
+    g: a flat buffer; norm: ||g||, a 0-d array where g is (on a GPU it is not read on the host);
+    max_norm: a positive number.  The factor max_norm / (norm + 1e-6), capped at 1, is PyTorch's
+    ``clip_grad_norm_``'s; a NaN or infinite norm makes the gradients NaN or 0, which the step's
+    finiteness check then reports (or the loss scaler skips).
+    """
+    xp = get_array_module(g)
+    coef = xp.minimum(max_norm / (norm + 1e-6), 1.0)
+    g *= coef.astype(g.dtype)

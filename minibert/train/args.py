@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,8 +133,7 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     if args.data_dir is not None and str(args.corpus) not in ("wikitext-2", "wikitext2"):
         raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
                          f"--corpus {args.corpus} (give the file itself as --corpus)")
-    if args.data_worker not in DATA_WORKERS:
-        raise ValueError(f"--data-worker must be one of {list(DATA_WORKERS)}, got {args.data_worker!r}")
+    _check_data_worker(args)
     _check_vocab(args)
     if probe_out:
         check_writable(Path(args.out))
@@ -143,10 +143,18 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
 DATA_WORKERS = ("auto", "thread", "process")
 
 
+def _check_data_worker(args: TrainArgs) -> None:
+    if args.data_worker not in DATA_WORKERS:
+        raise ValueError(f"--data-worker must be one of {list(DATA_WORKERS)}, got {args.data_worker!r}")
+    if args.data_worker == "process" and os.name != "posix":
+        raise ValueError("--data-worker process needs a POSIX system (Linux, macOS); use --data-worker thread")
+
+
 def uses_data_process(args: TrainArgs) -> bool:
     """Whether batches are made by a process of their own: asked for, or by default on a GPU, whose
     launch-bound steps need the interpreter a thread would share (train/data_worker.py)."""
-    return args.data_worker == "process" or (args.data_worker == "auto" and args.device == "cuda")
+    return args.data_worker == "process" or (args.data_worker == "auto" and args.device == "cuda"
+                                             and os.name == "posix")
 
 
 # the ablation flags and their defaults (BERT's recipe): what a run's identity and run.json record

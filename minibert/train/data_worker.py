@@ -22,7 +22,6 @@ which the operating system does for the run however it ends, a kill included.
 """
 from __future__ import annotations
 
-import fcntl
 import mmap
 import os
 import pickle
@@ -160,6 +159,7 @@ def _above_stdio(fd: int) -> int:
     the first file opened is descriptor 2, which a child inherits as its stderr."""
     if fd > 2:
         return fd
+    import fcntl      # (POSIX, as the whole of this module)
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     os.close(fd)
     return moved

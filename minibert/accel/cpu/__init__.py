@@ -32,7 +32,7 @@ Together with the reference ops they have no kernel for (the lookups, tanh,
 the head reshapes), this package is a complete set of ops: the one a float32
 model on the CPU runs with ``kernels="fast"`` (``minibert.kernels``).
 """
-from ...ops import (add_grads, attention_mask_bias, embedding_forward, merge_heads, softmax_backward, softmax_forward,
+from ...ops import (add_grads, attention_mask_bias, clip_by_norm, embedding_forward, merge_heads, softmax_backward, softmax_forward,
                     split_heads, tanh_backward, tanh_forward)
 from ..rng import uniform
 from .adamw import adamw_update
@@ -43,7 +43,7 @@ from .layernorm import layernorm_backward, layernorm_forward
 from .linear import half_matmul, linear_backward, linear_forward
 from .loss import softmax_cross_entropy_backward, softmax_cross_entropy_forward
 
-__all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
+__all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward", "attention_mask_bias", "clip_by_norm", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
            "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
            "merge_heads", "softmax_backward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",

@@ -11,11 +11,11 @@ from ...ops import (attention_mask_bias, dropout_backward, embedding_backward, e
                     softmax_backward, softmax_forward, split_heads, tanh_backward, tanh_forward, uniform)
 from .grads import add_grads
 from .loss import softmax_cross_entropy_backward, softmax_cross_entropy_forward
-from .ops import (adamw_update, attention_backward, attention_forward, dropout_forward, gelu_backward,
+from .ops import (adamw_update, attention_backward, attention_forward, clip_by_norm, dropout_forward, gelu_backward,
                   gelu_forward, half_matmul, layernorm_backward, layernorm_forward, linear_backward,
                   linear_forward)
 
-__all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
+__all__ = ["adamw_update", "add_grads", "clip_by_norm", "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
            "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
            "merge_heads", "softmax_backward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",

@@ -107,6 +107,9 @@ def elementwise():
                  " T q = i < n_decay ? p * decay : p;"
                  " p = q - (m / (sqrt(v) / root_c2 + eps)) * step_size; }",
                  "minibert_adamw"),
+        # clipping: g *= min(max_norm / (norm + 1e-6), 1), the factor made here from the norm on the device
+        clip=ek("T norm, T max_norm", "T g",
+                "const T c = max_norm / (norm + T(1e-6)); g = g * (c > T(1) ? T(1) : c);", "minibert_clip"),
     )
 
 

@@ -312,3 +312,11 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go
     kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), number(step_size),
                                    number(root_c2), t(eps), t(decay), np.int64(n_decay),
                                    t(1) if go is None else number(go), p, m, v)
+
+
+def clip_by_norm(g, norm, max_norm):
+    """``ops.clip_by_norm`` in one elementwise kernel, the factor computed by each thread from the norm
+    on the device (the reference makes it in four launches of one number each)."""
+    if not (applies(g) and kernels.on_device(norm) and norm.shape == () and norm.dtype == g.dtype):
+        return ref.clip_by_norm(g, norm, max_norm)
+    kernels.elementwise()["clip"](norm, g.dtype.type(max_norm), g)
