@@ -52,12 +52,26 @@ RUNS = {
 }
 
 
-def check_run(run, dtype, dev=dev, xp=np):
+# a window resumed from a checkpoint: the sums of two steps before it, read to the host
+RESUMED = dict(sums=dict(mlm_loss=80.5, nsp_loss=11.0, mlm_correct=5, nsp_correct=9, n_mlm=40, n_nsp=16,
+                         tokens=280, grad_norm=2.5, skipped=0, steps=2), seconds=0.0, data_wait_s=0.0)
+
+
+class _Stream:
+    wait_s = 0.0
+
+
+def check_run(run, dtype, dev=dev, xp=np, window=None):
     """Both ways, step after step on ``RUNS[run]``: the first bad step and the window the same bits
-    after each.  ``dev``: a number put on the device; ``xp``: the device's array module."""
+    after each.  ``dev``: a number put on the device; ``xp``: the device's array module;
+    ``window``: a checkpoint's window both logs start from."""
     ref_health, ref_log = Health(Single(), lambda: None), MetricsLog(None, [])
     health, log = Health(Single(), lambda: None), MetricsLog(None, [])
-    log.device_sums = xp.zeros(len(bookkeeping.SUMS)) if xp is not np else dev(np.zeros(6), np.float64)
+    ref_log.start(_Stream(), window)
+    log.start(_Stream(), window)
+    if xp is np:        # the stand-in's zeros are made by ``dev``, not by NumPy
+        log.device_sums = dev(np.zeros(len(bookkeeping.SUMS)), np.float64)
+    assert log.device_window(xp) is log.device_window(xp)       # made once a window
     for step, (*numbers, scale) in enumerate(RUNS[run], start=1):
         sums, grad_norm, finite = step_numbers(*numbers, dtype, dev=dev)
         if isinstance(scale, tuple):
@@ -65,7 +79,7 @@ def check_run(run, dtype, dev=dev, xp=np):
         ref_health.watch(step, summarize(sums)["loss"], grad_norm, finite, scale)
         ref_log.add_step(sums, grad_norm, finite)
         assert bookkeeping.applies(sums, grad_norm, finite, scale)
-        bookkeeping.step_book(step, sums, grad_norm, finite, scale, log.device_sums, health.device_first(xp))
+        bookkeeping.step_book(step, sums, grad_norm, finite, scale, log.device_window(xp), health.device_first(xp))
         log.add_counts(sums)
         np.testing.assert_array_equal(to_numpy(health.first), to_numpy(ref_health.first), err_msg=f"step {step}")
         mine, theirs = log._window_on_host(), ref_log._window_on_host()
@@ -79,6 +93,14 @@ def check_run(run, dtype, dev=dev, xp=np):
 def test_step_book_keeps_what_the_array_expressions_keep(monkeypatch, run, dtype):
     cuda_kernels_on_numpy(monkeypatch)
     check_run(run, dtype)
+
+
+@pytest.mark.parametrize("run", ["a NaN loss, then worse", "no NSP pairs"])
+def test_a_resumed_window_keeps_its_sums_beside_the_kernels(monkeypatch, run):
+    """After a resume the window holds every sum on the host while the kernel adds to its own on
+    the device: the host's steps, the counts and the device's sums must all reach the record."""
+    cuda_kernels_on_numpy(monkeypatch)
+    check_run(run, np.float32, window=RESUMED)
 
 
 def test_step_book_leaves_what_it_does_not_take_to_the_array_expressions(monkeypatch):

@@ -214,9 +214,7 @@ def _book(run: Run, sums: dict, grad_norm, finite, loss_scale) -> None:
     step = run.step + 1
     if run.model.ops is accel.cuda and bookkeeping.applies(sums, grad_norm, finite, loss_scale):
         xp = run.model.xp
-        if run.metrics.device_sums is None:
-            run.metrics.device_sums = xp.zeros(len(bookkeeping.SUMS))
-        bookkeeping.step_book(step, sums, grad_norm, finite, loss_scale, run.metrics.device_sums,
+        bookkeeping.step_book(step, sums, grad_norm, finite, loss_scale, run.metrics.device_window(xp),
                               run.health.device_first(xp))
         run.metrics.add_counts(sums)
         return

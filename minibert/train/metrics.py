@@ -99,9 +99,9 @@ def summarize(sums: dict) -> dict:
 
 
 def add(total: dict, part: dict) -> dict:
-    """``total + part`` key by key; a key new to ``total`` takes ``part``'s value as it is (on a GPU,
-    adding it to 0 would be a launch for nothing)."""
-    return {k: total[k] + v if k in total else v for k, v in part.items()}
+    """``total + part`` key by key: a key of one only keeps its value (on a GPU, adding a new key's
+    value to 0 would be a launch for nothing)."""
+    return {**total, **{k: total[k] + v if k in total else v for k, v in part.items()}}
 
 
 def evaluate(model, eval_batches, comm=None) -> dict:
@@ -187,17 +187,23 @@ class MetricsLog:
             norm, skipped = xp.where(finite, grad_norm.astype(xp.float64), 0.0), (~finite).astype(xp.int64)
         self.window = add(self.window, dict(sums, grad_norm=norm, skipped=skipped, steps=1))
 
+    def device_window(self, xp):
+        """``device_sums``, made on the first step of a window (zeros, in the order of ``SUMS``)."""
+        if self.device_sums is None:
+            self.device_sums = xp.zeros(len(SUMS))
+        return self.device_sums
+
     def add_counts(self, sums: dict) -> None:
         """Add a step whose other sums ``step_book`` added on the device: the counts the host knows."""
         counts = dict(n_mlm=sums["n_mlm"], n_nsp=sums["n_nsp"], tokens=sums["tokens"], steps=1)
-        self.window = {**self.window, **add(self.window, counts)}    # (a resumed window holds the other sums)
+        self.window = add(self.window, counts)    # (a resumed window also holds the other sums)
 
     def _window_on_host(self) -> dict:
         """The window's sums as Python numbers, those on the device read (a log step's one wait)."""
         w = on_host_sums(self.window)
         if self.device_sums is not None:
             there = dict(zip(SUMS, to_numpy(self.device_sums).tolist()))
-            w.update(add(w, {k: int(v) if k in COUNTED else v for k, v in there.items()}))
+            w = add(w, {k: int(v) if k in COUNTED else v for k, v in there.items()})
         return w
 
     def train_record(self, step: int, lr: float, stream, scaler=None) -> dict:
