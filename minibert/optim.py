@@ -22,6 +22,8 @@ import numbers
 
 import numpy as np
 
+from . import accel
+from .accel.cuda import loss_scaling
 from .backend import on_host
 from .ops.common import get_array_module
 
@@ -78,7 +80,7 @@ class AdamW:
         a 0-d bool array and stays there: the step count moves to the device, and with it the
         bias correction, so that the host never waits to read it (``t`` reads it back).
         """
-        lr = self.lr if lr is None else _check_lr(lr)
+        lr = self.rate(lr)
         b1, b2 = self.betas
         if take is not None and on_host(take):          # the host reads its own flag for free
             if not take:
@@ -96,12 +98,22 @@ class AdamW:
             root_c2 = sqrt(1.0 - b2 ** t)
         else:
             step_size, root_c2 = lr, 1.0
+        self.update(lr, step_size, root_c2, go)
+
+    def update(self, lr, step_size, root_c2, go=None):
+        """The update itself, given the bias correction: step_size = lr / (1 - b1^t) and
+        root_c2 = sqrt(1 - b2^t) (lr and 1 without it), and ``go`` (None, or the device's flag,
+        0 for a step not taken); ``step`` makes them, or on a GPU ``accel/cuda/loss_scaling.py``."""
         # decoupled weight decay p <- p (1 - lr wd), on the first n_decay entries only
         decay = 1.0 - lr * self.weight_decay
         n_decay = self.store.decay_size if self.weight_decay else 0
         # the update rule of ops/adamw.py, or the fused kernel of the model's set of ops
         self.store.ops.adamw_update(self.store.data, self.store.grad, self.m, self.v,
-                                    b1, b2, step_size, root_c2, self.eps, decay, n_decay, go)
+                                    *self.betas, step_size, root_c2, self.eps, decay, n_decay, go)
+
+    def rate(self, lr=None) -> float:
+        """The learning rate of a step: ``lr`` checked, or the constant one."""
+        return self.lr if lr is None else _check_lr(lr)
 
     @property
     def t(self) -> int:
@@ -227,6 +239,19 @@ class LossScaler:
         self.scale, self.good_steps = float(scale), int(good)
 
 
+def scaled_step(opt, scaler, finite, lr=None) -> None:
+    """AdamW's step after the loss scaler's verdict on this step's gradients: ``opt.step(lr,
+    take=scaler.update(finite))``; without a scaler (None), ``opt.step(lr)``.  On a GPU with
+    minibert's kernels the verdict, the step count and the bias correction are one launch
+    (``accel/cuda/loss_scaling.py``) where they are about fifteen."""
+    if scaler is None:
+        opt.step(lr)
+    elif opt.store.ops is accel.cuda and loss_scaling.applies(scaler, opt, finite):
+        loss_scaling.scale_and_count(scaler, opt, finite, lr)
+    else:
+        opt.step(lr, take=scaler.update(finite))
+
+
 def _require_real(name, value, ok, what):
     """A real number (not a bool) for which ``ok`` holds, or a one-line ValueError."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not ok(value):
@@ -258,11 +283,10 @@ def unscale_and_clip(store, max_norm=1.0, loss_scale=1.0, accum=1):
 
     ``loss_scale`` may be a 0-d array on the GPU (``LossScaler.scale``): the division happens there.
     """
-    unscale = 1.0 / (accum * loss_scale)
-    if not on_host(unscale):
-        store.grad *= unscale.astype(store.grad.dtype)
-    elif unscale != 1.0:
-        store.grad *= unscale
+    if not on_host(loss_scale):
+        store.ops.unscale(store.grad, loss_scale, accum)
+    elif accum * loss_scale != 1.0:
+        store.grad *= 1.0 / (accum * loss_scale)
     return clip_grad_norm(store, max_norm, on_device=True)
 
 

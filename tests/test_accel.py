@@ -251,8 +251,22 @@ def _check_clip_by_norm(ns, xp, dtype, rng):
         np.testing.assert_array_equal(_to_np(got), want, err_msg=f"clip_by_norm, norm {norm}, max {max_norm}")
 
 
+def _check_unscale(ns, xp, dtype, rng):
+    """Scales that divide exactly and that do not, with accumulated passes, one that overflows the
+    gradients' dtype in the factor (1e-300), one float32 cannot hold (1.1: the factor must be made
+    in float64, then rounded): the same bits as the reference, the scale on the device."""
+    g = (rng.standard_normal(3001) * 1e4).astype(dtype)
+    g[7], g[8] = np.inf, np.nan          # an overflowed step's gradients stay what they are
+    for scale, accum in [(65536.0, 1), (32768.0, 4), (3.0, 1), (1.0, 3), (0.7, 5), (1e-300, 1), (1.1, 1)]:
+        got, want = xp.asarray(g.copy()), g.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            ns.unscale(got, xp.asarray(np.array(scale)), accum)
+            ops.unscale(want, np.array(scale), accum)
+        np.testing.assert_array_equal(_to_np(got), want, err_msg=f"unscale, scale {scale}, accum {accum}")
+
+
 SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform,
-           "add_grads": _check_add_grads, "clip_by_norm": _check_clip_by_norm}
+           "add_grads": _check_add_grads, "clip_by_norm": _check_clip_by_norm, "unscale": _check_unscale}
 
 
 def kernels_of(ns):

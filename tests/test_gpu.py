@@ -337,6 +337,16 @@ def test_the_bookkeeping_kernel_keeps_what_the_array_expressions_keep(dtype):
         check_run(run, dtype, dev=lambda x, t: cupy.asarray(np.array(x, dtype=t)), xp=cupy)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_loss_scaling_kernel_keeps_what_the_array_expressions_keep(dtype):
+    """``scale_and_count`` on the GPU against ``LossScaler.update`` and ``AdamW.step`` on the GPU: the
+    same bits everywhere (both sides' ``pow`` is CUDA's)."""
+    import cupy
+    from test_loss_scaling import RUNS, check_run
+    for run in RUNS:
+        check_run(run, dtype, dev=lambda x, t: cupy.asarray(np.array(x, dtype=t)), xp=cupy, exact=True)
+
+
 def test_two_gpus_with_nccl_compute_what_one_gpu_computes(tmp_path):
     # one process per GPU, the gradients summed by NCCL on the devices (minibert/train/nccl.py)
     import cupy

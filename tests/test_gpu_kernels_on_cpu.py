@@ -167,6 +167,22 @@ def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33),
         for x, y in zip(again, (prod, plain)):        # no atomics: the same bits every time
             np.testing.assert_array_equal(np.asarray(x.get() if hasattr(x, "get") else x),
                                           np.asarray(y.get() if hasattr(y, "get") else y))
+        # with a float16 copy made on the way (mixed precision's operand): the sums without it, and the copy
+        # to_half's bits, for values beyond float16's range, among its subnormals, inside it, and NaN
+        a16 = xp.asarray(np.full(shape, 7.0, np.float16))
+        wide = a * np.array([1e5, 1e-6, 1.0], dtype)[np.arange(a.size) % 3].reshape(shape)
+        if a.size > 5:
+            wide.flat[5] = np.nan
+        _, plain3 = column_sums(xp.asarray(wide), a16=a16)
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(np.asarray(a16.get() if hasattr(a16, "get") else a16), wide.astype(np.float16),
+                                          err_msg=f"column_sums {shape}: the float16 copy")
+        plain4 = column_sums(xp.asarray(wide))[1]
+        got, want = (np.asarray(x.get() if hasattr(x, "get") else x) for x in (plain3, plain4))
+        if dtype == "float32":          # the same kernel, the same order of adds: the same bits
+            np.testing.assert_array_equal(got, want)
+        else:                           # a copy only from float32: NumPy's sums, not the kernel's
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-6)
     # each group's last block put its ticket back: the next launch finds every counter at 0
     from minibert.accel.cuda import kernels as cuda_kernels
     tickets = cuda_kernels.tickets()
@@ -191,6 +207,10 @@ def test_cross_entropy_kernels_take_a_loss_weight_left_on_the_device(dtype, kern
     for dloss in (2.5, np.asarray(2.5, dtype), np.asarray(2.5, np.float64)):
         got = cuda_loss.softmax_cross_entropy_backward(dloss, cache)
         _close(got, want, dtype, f"dloss {type(dloss).__name__}")
+    # a weight on the device in float64 (mixed precision's loss scale) is rounded once, as a number is
+    for weight in (0.1, 65536.0 * 4 / 7):
+        np.testing.assert_array_equal(cuda_loss.softmax_cross_entropy_backward(np.asarray(weight), cache),
+                                      cuda_loss.softmax_cross_entropy_backward(weight, cache))
     assert not cuda_kernels.tickets().any(), "the loss's ticket left taken"
     # a label that is no class (the model refuses it before; the op alone does not read past the row)
     loss, _ = cuda_loss.softmax_cross_entropy_forward(logits, np.array([3, -100, 0, 50, 7, -7]))

@@ -18,13 +18,15 @@ def half_linear_forward(x, W, b, half_matmul):
     return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
 
 
-def half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: d.sum(axis=0), widen_dW=True):
-    """``ops.linear_backward`` for a float16 ``W``: both products take dy rounded to float16;
-    ``bias_grad`` sums the rows of dy (N, out).  ``widen_dW=False``: dW is returned as the float16
-    product it is, for an add into the float32 gradient that widens it on the way (the same numbers)."""
+def half_linear_backward(dy, cache, half_matmul, sum_and_half=None, widen_dW=True):
+    """``ops.linear_backward`` for a float16 ``W``: both products take dy rounded to float16.
+    ``sum_and_half(dy2)``: the bias gradient, dy's rows (N, out) summed, and dy2 rounded to float16
+    (a kernel may make both in one pass; by default two).  ``widen_dW=False``: dW is returned as the
+    float16 product it is, for an add into the float32 gradient that widens it on the way (the same
+    numbers)."""
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
-    dy16 = to_half(dy2)
+    db, dy16 = sum_and_half(dy2) if sum_and_half is not None else (dy2.sum(axis=0), to_half(dy2))
     dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
     dW = half_matmul(dy16.T, x.reshape(-1, x.shape[-1]))
-    return dx, dW.astype(dy.dtype) if widen_dW else dW, bias_grad(dy2)
+    return dx, dW.astype(dy.dtype) if widen_dW else dW, db

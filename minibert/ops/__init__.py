@@ -17,7 +17,7 @@ D = H / A (head size), I (intermediate size), V (vocabulary), N (rows).
 """
 from .activations import (GeluCache, gelu_backward, gelu_forward, softmax_backward, softmax_forward,
                           tanh_backward, tanh_forward)
-from .adamw import adamw_update, clip_by_norm
+from .adamw import adamw_update, clip_by_norm, unscale
 from .attention import (AttentionCache, attention_backward, attention_forward, attention_mask_bias,
                         merge_heads, split_heads)
 from .common import add_grads, get_array_module
@@ -33,7 +33,7 @@ OPS = ("linear_forward", "linear_backward", "half_matmul", "embedding_forward", 
        "tanh_backward", "softmax_forward", "softmax_backward", "dropout_forward", "dropout_backward",
        "uniform", "attention_mask_bias", "attention_forward", "attention_backward", "split_heads",
        "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update",
-       "clip_by_norm", "add_grads")
+       "unscale", "clip_by_norm", "add_grads")
 
 __all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "get_array_module",
            *OPS]

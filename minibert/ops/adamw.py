@@ -30,6 +30,17 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go
     p -= step_size * (m / (xp.sqrt(v) / root_c2 + eps))
 
 
+def unscale(g, loss_scale, accum=1):
+    """Divide the gradients g by ``accum * loss_scale`` in place: the sum of ``accum`` backward
+    passes of a loss multiplied by ``loss_scale`` becomes the gradient of the mean loss.
+
+    g: a flat buffer; loss_scale: a 0-d float64 array where g is (mixed precision's scale, on a GPU
+    not read on the host); accum: a positive int.  The factor 1 / (accum * loss_scale) is made in
+    float64 and rounded to g's dtype once, so every entry is multiplied by the same number.
+    """
+    g *= (1.0 / (accum * loss_scale)).astype(g.dtype)
+
+
 def clip_by_norm(g, norm, max_norm):
     """Scale the gradients g in place so that their global L2 norm, ``norm``, is at most ``max_norm``.
 

@@ -14,7 +14,7 @@ from .checkpoint_files import checkpoint_step, latest_checkpoint, remove_partial
 from ..model.config import BertConfig
 from ..model.bert import BertForPreTraining
 from ..model.hf_io import PRE_LN_EXPORT
-from ..optim import AdamW, LossScaler, linear_warmup_decay, unscale_and_clip
+from ..optim import AdamW, LossScaler, linear_warmup_decay, scaled_step, unscale_and_clip
 from .args import RunResult, TrainArgs, check_args, uses_data_process
 from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_run
 from .data import Prefetch, data_summary, prepare_data
@@ -201,10 +201,7 @@ def train_step(run: Run, lr: float) -> None:
     grad_norm = unscale_and_clip(model.params, args.max_grad_norm or None, loss_scale, args.accum)
     finite = model.xp.isfinite(grad_norm)
     _book(run, sums, grad_norm, finite, loss_scale if scaler else None)
-    if scaler is None:
-        run.opt.step(lr)
-    else:
-        run.opt.step(lr, take=scaler.update(finite))    # not taken where the gradients overflowed
+    scaled_step(run.opt, scaler, finite, lr)       # not taken where the gradients overflowed
     run.step += 1
 
 

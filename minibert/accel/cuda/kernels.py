@@ -107,6 +107,9 @@ def elementwise():
                  " T q = i < n_decay ? p * decay : p;"
                  " p = q - (m / (sqrt(v) / root_c2 + eps)) * step_size; }",
                  "minibert_adamw"),
+        # mixed precision's gradients unscaled: g *= 1 / (accum * scale), the factor made here in double
+        unscale=ek("float64 scale, int64 accum", "T g", "g = g * (T)(1.0 / ((double)accum * scale));",
+                   "minibert_unscale"),
         # clipping: g *= min(max_norm / (norm + 1e-6), 1), the factor made here from the norm on the device
         clip=ek("T norm, T max_norm", "T g",
                 "const T c = max_norm / (norm + T(1e-6)); g = g * (c > T(1) ? T(1) : c);", "minibert_clip"),

@@ -11,7 +11,8 @@ which for the MLM head are N labelled positions by a vocabulary of C = 30,522.  
               its denominator max(labelled rows, 1) stay on the device, and the same logits
               give the same bits
 ``xent_bwd``  one block per row: dz = (exp(z - m - log_sum) - onehot(label)) * dloss / denom,
-              0 on an ignored row
+              0 on an ignored row; a ``dloss`` on the device (mixed precision's loss scale, a
+              float64) is rounded to the logits' dtype here, not by a launch of its own
 
 The cache is the reference's ``CrossEntropyCache``, so the model reads ``denom`` as before.
 """
@@ -75,10 +76,10 @@ extern "C" __global__ void xent_fwd(const T* logits, const long long* labels, co
 
 XENT_BWD = r"""
 extern "C" __global__ void xent_bwd(const T* logits, const T* row_max, const T* log_sum, const long long* safe,
-                                    const bool* valid, const T* denom, const T* dloss_on_device,
+                                    const bool* valid, const T* denom, const double* dloss_on_device,
                                     const int on_device, const T dloss, T* dlogits, const int C) {
     const long long row = blockIdx.x;
-    const T w = valid[row] ? (on_device ? *dloss_on_device : dloss) / *denom : T(0);
+    const T w = valid[row] ? (on_device ? (T)*dloss_on_device : dloss) / *denom : T(0);
     const T m = row_max[row], ls = log_sum[row];
     const long long y = safe[row];
     const T* z = logits + row * C;
@@ -126,6 +127,6 @@ def softmax_cross_entropy_backward(dloss, cache):
     kernels.kernel("xent_bwd", XENT_BWD, logits.dtype)(
         (N,), (kernels.threads_per_row(C),),
         (logits, row_max, log_sum, safe, valid, denom.astype(logits.dtype, copy=False),
-         dloss.astype(logits.dtype, copy=False) if on_device else kernels.dummy(logits.dtype),
+         dloss.astype(np.float64, copy=False) if on_device else kernels.dummy(np.float64),
          np.int32(on_device), t(0 if on_device else dloss), dlogits, np.int32(C)))
     return dlogits

@@ -11,7 +11,9 @@ and by the number of kernel launches, so each formula here is one kernel:
 ``layernorm_*``       one warp per row: mean, variance and the normalised row in
                       the forward; the two row means of the backward
 ``column_sums``       the gradients of gamma, beta and a linear layer's bias: sums
-                      down the columns, each warp reading along a row
+                      down the columns, each warp reading along a row; in mixed
+                      precision the same pass rounds a linear layer's dy to the
+                      float16 operand of its two products
 ``gelu_*``            exact (erf) and tanh GELU, forward and backward, one
                       elementwise kernel each
 ``dropout_forward``   mask and product in one kernel.  A GPU model's generator is
@@ -29,6 +31,8 @@ and by the number of kernel launches, so each formula here is one kernel:
                       and the kernels read the float16 product before them and
                       write the float16 operand after them, computing in float32
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
+``unscale``, ``clip_by_norm``  the gradients scaled by a factor each thread makes from a
+                      number on the device (mixed precision's loss scale, the norm)
 ``softmax_cross_*``   in ``loss.py``: forward and mean in one launch, backward in one
 ====================  ==============================================================
 
@@ -53,6 +57,7 @@ from ...ops.activations import GeluCache
 from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
 from ...ops.layernorm import LayerNormCache, check_layernorm
+from ...ops.linear import to_half
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
@@ -69,28 +74,42 @@ def linear_forward(x, W, b):
 
 def linear_backward(dy, cache):
     """``ops.linear_backward``, the bias gradient by ``column_sums`` and, in mixed precision,
-    the products by the GPU's own float16 product, dW left in float16: ``add_grads`` widens it as
-    it adds it to the float32 gradient (one pass over it, not two)."""
+    the products by the GPU's own float16 product, their operand dy rounded to float16 by the
+    same pass that sums it, and dW left in float16: ``add_grads`` widens it as it adds it to the
+    float32 gradient (one pass over it, not two)."""
     x, W = cache
     if W.dtype == np.float16:
-        return half_linear_backward(dy, cache, half_matmul, bias_grad=lambda d: column_sums(d)[1], widen_dW=False)
+        return half_linear_backward(dy, cache, half_matmul, sum_and_half=_sum_and_half, widen_dW=False)
     dy2 = dy.reshape(-1, dy.shape[-1])
     dx = (dy2 @ W).reshape(x.shape)
     dW = dy2.T @ x.reshape(-1, x.shape[-1])
     return dx, dW, column_sums(dy2)[1]
 
 
+def _sum_and_half(dy2):
+    """dy2 (N, out) -> (its column sums, dy2 in float16), in one pass where ``column_sums`` can."""
+    xp = get_array_module(dy2)
+    dy16 = xp.empty_like(dy2, dtype=np.float16)       # (of dy2's kind: the CPU stand-in needs that)
+    return column_sums(dy2, a16=dy16)[1], dy16
+
+
 # --------------------------------------------------------------------- column sums
-def column_sums(a, b=None):
+def column_sums(a, b=None, a16=None):
     """Sums over the rows of a (rows, H) array: (sum of a * b or None, sum of a), each (H,).
 
     CuPy's own reduction along the rows of a C-ordered array runs one column per group of
     threads, reading with a stride of H; this kernel reads along the rows instead, and its last
-    block adds the partial sums (one launch)."""
+    block adds the partial sums (one launch).  ``a16``: None, or a float16 array of a's shape
+    that the same pass fills with a rounded to float16 (``ops.linear.to_half``'s numbers) for a
+    float32 a: mixed precision's operand of a linear layer's backward products."""
     import cupy
-    both = b is not None
+    both, half = b is not None, a16 is not None
     if (not (applies(a, b) if both else applies(a)) or a.ndim != 2 or not a.size
-            or a.shape[1] > 32 * source.COLSUM_MAX_GROUPS):
+            or a.shape[1] > 32 * source.COLSUM_MAX_GROUPS
+            or half and not (a.dtype == np.float32 and a16.dtype == np.float16 and a16.shape == a.shape
+                             and a16.flags.c_contiguous)):
+        if half:
+            a16[...] = to_half(a)
         return ((a * b).sum(axis=0) if both else None), a.sum(axis=0)
     rows, H = a.shape
     col_blocks = (H + 31) // 32
@@ -99,8 +118,8 @@ def column_sums(a, b=None):
     out = cupy.empty(2 * H, dtype=a.dtype)
     kernels.kernel("colsum", source.COLSUM, a.dtype)(
         (G * col_blocks,), (256,),
-        (a, b if both else kernels.dummy(a.dtype), np.int32(both), part, kernels.tickets(), out, np.int64(rows),
-         np.int32(H), np.int32(col_blocks)))
+        (a, b if both else kernels.dummy(a.dtype), np.int32(both), a16 if half else kernels.dummy(np.float16),
+         np.int32(half), part, kernels.tickets(), out, np.int64(rows), np.int32(H), np.int32(col_blocks)))
     return (out[:H] if both else None), out[H:]
 
 
@@ -312,6 +331,15 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go
     kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), number(step_size),
                                    number(root_c2), t(eps), t(decay), np.int64(n_decay),
                                    t(1) if go is None else number(go), p, m, v)
+
+
+def unscale(g, loss_scale, accum=1):
+    """``ops.unscale`` in one elementwise kernel, the factor made in double by each thread from the
+    scale on the device (the reference makes it in three launches of one number each)."""
+    if not (applies(g) and kernels.on_device(loss_scale) and loss_scale.shape == ()
+            and loss_scale.dtype == np.float64):
+        return ref.unscale(g, loss_scale, accum)
+    kernels.elementwise()["unscale"](loss_scale, np.int64(accum), g)
 
 
 def clip_by_norm(g, norm, max_norm):

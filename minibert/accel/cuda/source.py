@@ -235,8 +235,9 @@ extern "C" __global__ void attention_bwd(D_T* dp, const T* probs, const unsigned
 # gives the same bits.
 COLSUM_MAX_GROUPS = 4096    # tickets: at most this many groups of 32 columns (H up to 131,072)
 COLSUM = r"""
-extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, T* part, unsigned int* ticket,
-                                  T* out, const long long rows, const int H, const int col_blocks) {
+extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, unsigned short* a16, const int has_a16,
+                                  T* part, unsigned int* ticket, T* out, const long long rows, const int H,
+                                  const int col_blocks) {
     __shared__ T sp[256];
     __shared__ T sq[256];
     __shared__ bool last;
@@ -249,6 +250,7 @@ extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, T* pa
             const T x = a[r * H + j];
             q += x;
             if (has_b) p += x * b[r * H + j];
+            if (has_a16) a16[r * H + j] = float_to_half((float)x);     // each element read once: its copy
         }
     sp[threadIdx.x] = p;
     sq[threadIdx.x] = q;
