@@ -95,6 +95,10 @@ def _cases(concept, xp, dtype, rng):
         return [((xp.asarray(ids), a(50, 24)), {}, {"padding_idx": 0}), ((xp.asarray(ids[:, :0]), a(50, 24)), {}, {})]
     if concept == "layernorm":
         return [((a(4, 9, 48, scale=2.0) + 1, a(48), a(48), 1e-12), {}, {})]
+    if concept == "dropout_add_layernorm":        # 36 rows: the last block of 8 rows part-full
+        out = [((a(4, 9, 48, scale=2.0), a(4, 9, 48) + 1, a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), train), {}, {})
+               for train in (True, False)]
+        return out + [((a(0, 48), a(0, 48), a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), True), {}, {})]
     if concept == "gelu":
         x = a(37, 53, scale=3.0)
         return [((x, "none"), {}, {}), ((x, "tanh"), {}, {})]

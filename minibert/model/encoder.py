@@ -146,6 +146,15 @@ def backward_norm(ops, d, cache, w: Norm, add):
     return dx
 
 
+def backward_residual(ops, d, cache, w: Norm, add):
+    """The post-LN residual connection's backward: returns the gradients of the sublayer's output
+    and of the residual stream; dgamma and dbeta are added to ``w``'s gradient buffers."""
+    da, dx, dg, db = ops.dropout_add_layernorm_backward(d, cache)
+    add(w.dgamma, dg)
+    add(w.dbeta, db)
+    return da, dx
+
+
 # ------------------------------------------------------------------------ embeddings
 def embeddings_specs(prefix, config):
     """The word, position and segment tables and their LayerNorm, named from ``prefix``."""
@@ -215,12 +224,12 @@ def layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train, pr
     """
     if pre_ln:
         return pre_ln_layer_forward(ops, x, w, mask_bias, config, uniform, train)
-    eps, c = config.layer_norm_eps, {}
+    eps, p, c = config.layer_norm_eps, config.hidden_dropout_prob, {}
     a = _attention_block(ops, x, w, mask_bias, config, uniform, train, c)
-    # post-LN residual: LayerNorm(x + sublayer(x))
-    h, c["ln1"] = ops.layernorm_forward(a + x, w.ln1.gamma, w.ln1.beta, eps)
-    f = _ffn_block(ops, h, w, config, uniform, train, c)
-    y, c["ln2"] = ops.layernorm_forward(f + h, w.ln2.gamma, w.ln2.beta, eps)
+    # post-LN residual: LayerNorm(x + Dropout(sublayer(x)))
+    h, c["res1"] = ops.dropout_add_layernorm_forward(a, x, w.ln1.gamma, w.ln1.beta, eps, p, uniform, train)
+    f = _ffn_block(ops, h, w, config, c)
+    y, c["res2"] = ops.dropout_add_layernorm_forward(f, h, w.ln2.gamma, w.ln2.beta, eps, p, uniform, train)
     return y, c
 
 
@@ -228,13 +237,10 @@ def layer_backward(ops, dy, c, w: LayerWeights, add):
     """dy: (B, T, H)  ->  dx: (B, T, H).  ``add(buffer, g)`` adds each parameter gradient to its buffer."""
     if c.get("pre_ln"):
         return pre_ln_layer_backward(ops, dy, c, w, add)
-    dsum = backward_norm(ops, dy, c["ln2"], w.ln2, add)
-    dh = _ffn_block_backward(ops, dsum, c, w, add)
-    dh += dsum  # the residual path around the feed-forward block
-    dsum = backward_norm(ops, dh, c["ln1"], w.ln1, add)
-    dx = _attention_block_backward(ops, dsum, c, w, add)
-    dx += dsum  # the residual path around the attention block
-    return dx
+    df, dh = backward_residual(ops, dy, c["res2"], w.ln2, add)
+    dh = dh + _ffn_block_backward(ops, df, c, w, add)   # the residual path, and through the block
+    da, dx = backward_residual(ops, dh, c["res1"], w.ln1, add)
+    return dx + _attention_block_backward(ops, da, c, w, add)
 
 
 def pre_ln_layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train):
@@ -247,23 +253,28 @@ def pre_ln_layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, tr
     ``output.LayerNorm``) in another order: the residual stream x -> h -> y is never
     normalised, so the model needs one last LayerNorm after its last layer.
     """
-    eps, c = config.layer_norm_eps, {"pre_ln": True}
+    eps, p, c = config.layer_norm_eps, config.hidden_dropout_prob, {"pre_ln": True}
     n, c["ln1"] = ops.layernorm_forward(x, w.ln1.gamma, w.ln1.beta, eps)
-    h = x + _attention_block(ops, n, w, mask_bias, config, uniform, train, c)
+    a, c["drop1"] = ops.dropout_forward(_attention_block(ops, n, w, mask_bias, config, uniform, train, c), p,
+                                        uniform, train)
+    h = x + a
     n, c["ln2"] = ops.layernorm_forward(h, w.ln2.gamma, w.ln2.beta, eps)
-    y = h + _ffn_block(ops, n, w, config, uniform, train, c)
-    return y, c
+    f, c["drop2"] = ops.dropout_forward(_ffn_block(ops, n, w, config, c), p, uniform, train)
+    return h + f, c
 
 
 def pre_ln_layer_backward(ops, dy, c, w: LayerWeights, add):
     """dy -> dx through ``pre_ln_layer_forward``: each residual sum passes its gradient on unchanged
     (dy/dh = 1 on the skip path) and adds the gradient through its normalised branch."""
-    dh = dy + backward_norm(ops, _ffn_block_backward(ops, dy, c, w, add), c["ln2"], w.ln2, add)
-    return dh + backward_norm(ops, _attention_block_backward(ops, dh, c, w, add), c["ln1"], w.ln1, add)
+    df = _ffn_block_backward(ops, ops.dropout_backward(dy, c["drop2"]), c, w, add)
+    dh = dy + backward_norm(ops, df, c["ln2"], w.ln2, add)
+    da = _attention_block_backward(ops, ops.dropout_backward(dh, c["drop1"]), c, w, add)
+    return dh + backward_norm(ops, da, c["ln1"], w.ln1, add)
 
 
 def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train, c):
-    """Dropout(self-attention(x) W_o^T + b_o): (B, T, H) -> (B, T, H); its caches go into ``c``."""
+    """self-attention(x) W_o^T + b_o: (B, T, H) -> (B, T, H) (the dropout after it is the residual
+    connection's); its caches go into ``c``."""
     B, T, _ = x.shape
     A, Dh = config.num_attention_heads, config.head_dim
     xp = get_array_module(x)
@@ -277,7 +288,6 @@ def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train,
     ctx, c["attention"] = ops.attention_forward(q, k, v, mask_bias, config.attention_probs_dropout_prob,
                                                 uniform, train)
     a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, w.attn_out.bias)
-    a, c["drop1"] = ops.dropout_forward(a, config.hidden_dropout_prob, uniform, train)
     return a
 
 
@@ -285,23 +295,23 @@ def _attention_block_backward(ops, da, c, w: LayerWeights, add):
     """da: (B, T, H), the gradient of the attention block's output  ->  that of its input."""
     B, T, H = da.shape
     xp = get_array_module(da)
-    dctx = backward_linear(ops, ops.dropout_backward(da, c["drop1"]), c["attn_out"], w.attn_out, add)
+    dctx = backward_linear(ops, da, c["attn_out"], w.attn_out, add)
     # dq, dk, dv: (B, A, T, D) each -> (B, T, 3, A, D) -> (B, T, 3H), the inverse of the forward split
     grads = ops.attention_backward(ops.split_heads(dctx, c["attention"].q.shape[1]), c["attention"])
     dqkv = xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H)
     return backward_linear(ops, dqkv, c["qkv"], w.qkv, add)
 
 
-def _ffn_block(ops, h, w: LayerWeights, config, uniform, train, c):
-    """Dropout(GELU(h W_in^T + b_in) W_out^T + b_out): H -> I -> H; its caches go into ``c``."""
+def _ffn_block(ops, h, w: LayerWeights, config, c):
+    """GELU(h W_in^T + b_in) W_out^T + b_out: H -> I -> H (the dropout after it is the residual
+    connection's); its caches go into ``c``."""
     f, c["ffn_in"] = ops.linear_forward(h, w.ffn_in.weight, w.ffn_in.bias)
     f, c["gelu"] = ops.gelu_forward(f, gelu_kind(config.hidden_act))
     f, c["ffn_out"] = ops.linear_forward(f, w.ffn_out.weight, w.ffn_out.bias)
-    f, c["drop2"] = ops.dropout_forward(f, config.hidden_dropout_prob, uniform, train)
     return f
 
 
 def _ffn_block_backward(ops, df, c, w: LayerWeights, add):
     """df: (B, T, H), the gradient of the feed-forward block's output  ->  that of its input."""
-    df = backward_linear(ops, ops.dropout_backward(df, c["drop2"]), c["ffn_out"], w.ffn_out, add)
+    df = backward_linear(ops, df, c["ffn_out"], w.ffn_out, add)
     return backward_linear(ops, ops.gelu_backward(df, c["gelu"]), c["ffn_in"], w.ffn_in, add)

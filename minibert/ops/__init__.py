@@ -1,7 +1,7 @@
 """The reference ops: BERT's building blocks, each a forward/backward pair written by hand.
 
 One module per concept (``linear``, ``embedding``, ``layernorm``,
-``activations``, ``dropout``, ``attention``, ``loss``, ``adamw``).  Every
+``activations``, ``dropout``, ``residual``, ``attention``, ``loss``, ``adamw``).  Every
 ``*_forward`` returns ``(out, cache)``; the matching ``*_backward`` takes the
 upstream gradient and that cache and returns the gradients of the inputs and
 parameters.  The functions work on NumPy and CuPy arrays alike: the array
@@ -26,14 +26,17 @@ from .embedding import embedding_backward, embedding_forward
 from .layernorm import LayerNormCache, layernorm_backward, layernorm_forward
 from .linear import half_matmul, linear_backward, linear_forward
 from .loss import CrossEntropyCache, softmax_cross_entropy_backward, softmax_cross_entropy_forward
+from .residual import ResidualCache, dropout_add_layernorm_backward, dropout_add_layernorm_forward
 
 # what every set of ops defines (the model calls nothing else)
 OPS = ("linear_forward", "linear_backward", "half_matmul", "embedding_forward", "embedding_backward",
-       "layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward", "tanh_forward",
+       "layernorm_forward", "layernorm_backward", "dropout_add_layernorm_forward",
+       "dropout_add_layernorm_backward", "gelu_forward", "gelu_backward", "tanh_forward",
        "tanh_backward", "softmax_forward", "softmax_backward", "dropout_forward", "dropout_backward",
        "uniform", "attention_mask_bias", "attention_forward", "attention_backward", "split_heads",
        "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update",
        "unscale", "clip_by_norm", "add_grads")
 
-__all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "get_array_module",
+__all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "ResidualCache",
+           "get_array_module",
            *OPS]

@@ -42,8 +42,10 @@ from .embedding import embedding_backward
 from .layernorm import layernorm_backward, layernorm_forward
 from .linear import half_matmul, linear_backward, linear_forward
 from .loss import softmax_cross_entropy_backward, softmax_cross_entropy_forward
+from .residual import dropout_add_layernorm_backward, dropout_add_layernorm_forward
 
-__all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward", "attention_mask_bias", "clip_by_norm", "dropout_backward",
+__all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward", "attention_mask_bias", "clip_by_norm",
+           "dropout_add_layernorm_backward", "dropout_add_layernorm_forward", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
            "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
            "merge_heads", "softmax_backward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",

@@ -2,7 +2,7 @@
 
 ``source.py`` holds the C++, ``kernels.py`` compiles and launches it,
 ``ops.py`` exposes the ops (``grads.py`` the gradients' adds, in a launch or two; ``loss.py``
-the softmax cross-entropy); ``bookkeeping.py`` is the trainer's, not an op: a step's health
+the softmax cross-entropy; ``layernorm.py`` LayerNorm, alone and with the residual sum); ``bookkeeping.py`` is the trainer's, not an op: a step's health
 watch and metrics sums in one launch; ``loss_scaling.py`` is the optimiser's: mixed
 precision's verdict, AdamW's step count and bias correction in one launch.  With the reference ops that need no kernel of
 their own (the lookups, the head reshapes), this package is the set
@@ -11,12 +11,14 @@ of ops a model on the GPU runs with ``kernels="fast"`` (``minibert.kernels``).
 from ...ops import (attention_mask_bias, dropout_backward, embedding_backward, embedding_forward, merge_heads,
                     softmax_backward, softmax_forward, split_heads, tanh_backward, tanh_forward, uniform)
 from .grads import add_grads
+from .layernorm import (dropout_add_layernorm_backward, dropout_add_layernorm_forward, layernorm_backward,
+                        layernorm_forward)
 from .loss import softmax_cross_entropy_backward, softmax_cross_entropy_forward
 from .ops import (adamw_update, attention_backward, attention_forward, clip_by_norm, dropout_forward, gelu_backward,
-                  gelu_forward, half_matmul, layernorm_backward, layernorm_forward, linear_backward,
-                  linear_forward, unscale)
+                  gelu_forward, half_matmul, linear_backward, linear_forward, unscale)
 
-__all__ = ["adamw_update", "add_grads", "clip_by_norm", "attention_backward", "attention_forward", "attention_mask_bias", "dropout_backward",
+__all__ = ["adamw_update", "add_grads", "clip_by_norm", "attention_backward", "attention_forward", "attention_mask_bias",
+           "dropout_add_layernorm_backward", "dropout_add_layernorm_forward", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
            "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
            "merge_heads", "softmax_backward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",

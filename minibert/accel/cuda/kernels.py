@@ -46,6 +46,11 @@ def kernel(name, source, dtype):
     return _raw(name, source, CTYPES[np.dtype(dtype)])
 
 
+def warp_rows(rows):
+    """Grid and block of a launch with one warp per row, ``source.ROWS_PER_BLOCK`` rows a block."""
+    return ((rows + cuda_source.ROWS_PER_BLOCK - 1) // cuda_source.ROWS_PER_BLOCK,), (32 * cuda_source.ROWS_PER_BLOCK,)
+
+
 @lru_cache(maxsize=None)
 def dummy(dtype):
     import cupy

@@ -276,7 +276,7 @@ def attention_warp_rows(q, k, v, mask_bias=None):
     s = q @ k.swapaxes(-1, -2)
     rows = s.size // Tk
     kernels.kernel("softmax_warp_rows", WARP_SOFTMAX, q.dtype)(
-        *cuda_ops._warp_rows(rows), (s, bias, has_bias, Tk, np.int64(A * T), np.int64(rows), scale))
+        *kernels.warp_rows(rows), (s, bias, has_bias, Tk, np.int64(A * T), np.int64(rows), scale))
     return s @ v
 
 

@@ -8,8 +8,10 @@ T = 512).  Matrix products aside, a GPU step is limited by memory traffic
 and by the number of kernel launches, so each formula here is one kernel:
 
 ====================  ==============================================================
-``layernorm_*``       one warp per row: mean, variance and the normalised row in
-                      the forward; the two row means of the backward
+``layernorm_*``       in ``layernorm.py``: one warp per row, mean, variance and the
+                      normalised row in the forward, the two row means of the
+                      backward; with dropout and the residual sum before it
+                      (``dropout_add_layernorm_*``), in the same kernels
 ``column_sums``       the gradients of gamma, beta and a linear layer's bias: sums
                       down the columns, each warp reading along a row; in mixed
                       precision the same pass rounds a linear layer's dy to the
@@ -56,12 +58,11 @@ from ... import ops as ref
 from ...ops.activations import GeluCache
 from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
-from ...ops.layernorm import LayerNormCache, check_layernorm
 from ...ops.linear import to_half
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
-from .kernels import applies
+from .kernels import applies, warp_rows
 
 
 # --------------------------------------------------------------------------- linear
@@ -121,37 +122,6 @@ def column_sums(a, b=None, a16=None):
         (a, b if both else kernels.dummy(a.dtype), np.int32(both), a16 if half else kernels.dummy(np.float16),
          np.int32(half), part, kernels.tickets(), out, np.int64(rows), np.int32(H), np.int32(col_blocks)))
     return (out[:H] if both else None), out[H:]
-
-
-# ------------------------------------------------------------------------ layernorm
-def layernorm_forward(x, gamma, beta, eps):
-    import cupy
-    check_layernorm(x, gamma, beta)
-    if not applies(x, gamma, beta):
-        return ref.layernorm_forward(x, gamma, beta, eps)
-    H = x.shape[-1]
-    rows = x.size // H
-    y, xhat = cupy.empty_like(x), cupy.empty_like(x)
-    rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
-    if rows:                              # a grid of no blocks is a CUDA launch error
-        kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
-            *_warp_rows(rows), (x, gamma, beta, y, xhat, rstd, np.int32(H), np.int64(rows), x.dtype.type(eps)))
-    return y, LayerNormCache(xhat, rstd, gamma)
-
-
-def layernorm_backward(dy, cache):
-    import cupy
-    xhat, rstd, gamma = cache
-    if not applies(dy, xhat, rstd, gamma):
-        return ref.layernorm_backward(dy, cache)
-    H = dy.shape[-1]
-    rows = dy.size // H
-    dx = cupy.empty_like(dy)
-    if rows:                              # none, e.g. a batch without a labelled MLM position
-        kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
-            *_warp_rows(rows), (dy, xhat, rstd, gamma, dx, np.int32(H), np.int64(rows)))
-    dgamma, dbeta = column_sums(dy.reshape(rows, H), xhat.reshape(rows, H))
-    return dx, dgamma, dbeta
 
 
 # ----------------------------------------------------------------------------- gelu
@@ -223,20 +193,10 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     xp = get_array_module(q)
     q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1])
-    probs, probs_d, keep, inv_keep = attention_probs(raw_product(q, k.swapaxes(-1, -2)), scale, mask_bias,
-                                                     dropout_p, rng, train)
+    probs, probs_d, keep, inv_keep, dead = attention_probs(raw_product(q, k.swapaxes(-1, -2)), scale, mask_bias,
+                                                           dropout_p, rng, train)
     out = product(probs_d, v)
-    return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead_on_device(mask_bias))
-
-
-def dead_on_device(mask_bias):
-    """(B,) bool on the device, True for a sequence whose every key is masked (None without a mask).
-
-    The reference asks the device whether any sequence is dead; the kernel asks each row instead,
-    so that a step never waits to read the answer."""
-    if mask_bias is None:
-        return None
-    return (mask_bias[:, 0, 0, :] != 0).all(axis=-1)
+    return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead)
 
 
 def attention_backward(dout, cache):
@@ -254,8 +214,10 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
 
     Returns probs (the softmax, kept for the backward), probs_d (after
     dropout; the same array without dropout; in mixed precision rounded to
-    float16, the operand of the next product), the uint8 keep mask (or None)
-    and 1 / (1 - p).
+    float16, the operand of the next product), the uint8 keep mask (or None),
+    1 / (1 - p), and (B,) bool on the device, True for a sequence whose every key
+    is masked (None without a mask: the reference asks the host whether any
+    sequence is; the kernel writes the answer where a step need not wait for it).
     """
     import cupy
     B, A, T, Tk = scores.shape
@@ -276,23 +238,21 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
     else:
         u, keep = dummy, kernels.dummy(np.uint8)
     probs_d = cupy.empty(scores.shape, scores.dtype) if drop or half else dummy
-    bias = dummy
+    bias, dead = dummy, kernels.dummy(np.bool_)
     if mask_bias is not None:
         bias = cupy.ascontiguousarray(mask_bias.reshape(B, Tk), dtype=dtype)
+        dead = cupy.empty(B, dtype=np.bool_)
     inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
     rows = B * A * T
     kernels.kernel("attention_fwd", source.typed(source.ATTENTION_FWD, half), dtype)(
-        *_warp_rows(rows),
+        *warp_rows(rows),
         (scores, bias, np.int32(mask_bias is not None), u, np.uint64(key), np.int32(how), probs, probs_d,
-         np.int32(half), keep, np.int32(Tk), np.int64(A * T), np.int64(rows), t(scale), t(dropout_p), t(inv_keep)))
+         np.int32(half), keep, dead, np.int32(Tk), np.int64(A * T), np.int64(rows), t(scale), t(dropout_p),
+         t(inv_keep)))
+    dead = dead if mask_bias is not None else None
     if not drop:
-        return probs, probs_d if half else probs, None, 1.0
-    return probs, probs_d, keep, inv_keep
-
-
-def _warp_rows(rows):
-    """Grid and block of a launch with one warp per row, ``source.ROWS_PER_BLOCK`` rows a block."""
-    return ((rows + source.ROWS_PER_BLOCK - 1) // source.ROWS_PER_BLOCK,), (32 * source.ROWS_PER_BLOCK,)
+        return probs, probs_d if half else probs, None, 1.0, dead
+    return probs, probs_d, keep, inv_keep, dead
 
 
 def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
@@ -310,7 +270,7 @@ def attention_dscores(dprobs_d, probs, keep, inv_keep, scale, dead):
     dead = kernels.dummy(np.bool_) if dead is None else dead
     rows = probs.size // Tk
     kernels.kernel("attention_bwd", source.typed(source.ATTENTION_BWD, dprobs_d.dtype == np.float16), probs.dtype)(
-        *_warp_rows(rows),
+        *warp_rows(rows),
         (dprobs_d, probs, keep, np.int32(has_drop), np.int32(Tk), np.int64(rows), t(scale), t(inv_keep),
          dead, np.int32(has_dead), np.int64(probs.size // (Tk * B))))
     return dprobs_d

@@ -93,13 +93,31 @@ ROWS_PER_BLOCK = 8
 # LayerNorm forward, one warp per row of H:
 #   mean = sum(x) / H;  var = sum((x - mean)^2) / H;  rstd = 1 / sqrt(var + eps)
 #   xhat = (x - mean) * rstd;  y = xhat * gamma + beta
+# With has_res (the post-LN residual connection, ``residual.py``) what is normalised is
+# dropout(a) + x instead: the sum is made first, into y, with dropout's mask (0 or 1 / (1 - p)) from
+# the uniforms u (how = 1) or counter_uniform(key, k) (how = 2), none without dropout (how = 0).
 LAYERNORM_FWD = r"""
 extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* beta, T* y, T* xhat,
-                                         T* rstd, const int H, const long long rows, const T eps) {
+                                         T* rstd, const int H, const long long rows, const T eps,
+                                         const int has_res, const T* a, const T* u, const unsigned long long key,
+                                         const int how, const T p, const T scale, T* mask) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
     const int lane = threadIdx.x & 31;
     const T* xr = x + row * H;
+    if (has_res) {                        // each lane reads back below only what it wrote here
+        for (int j = lane; j < H; j += 32) {
+            const long long k = row * H + j;
+            T d = a[k];
+            if (how) {
+                const T m = (how == 2 ? counter_uniform(key, k) : u[k]) >= p ? scale : T(0);
+                mask[k] = m;
+                d = d * m;
+            }
+            y[k] = d + xr[j];
+        }
+        xr = y + row * H;
+    }
     T s = 0;
     for (int j = lane; j < H; j += 32) s += xr[j];
     const T mean = warp_sum(s) / T(H);
@@ -118,9 +136,11 @@ extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* be
 
 # LayerNorm backward (input gradient), one warp per row, with g = dy * gamma:
 #   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+# and with has_mask, also dx * mask into dmasked (the residual connection's gradient through dropout).
 LAYERNORM_BWD = r"""
 extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rstd, const T* gamma,
-                                         T* dx, const int H, const long long rows) {
+                                         T* dx, const int H, const long long rows, const int has_mask,
+                                         const T* mask, T* dmasked) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;
     const int lane = threadIdx.x & 31;
@@ -131,8 +151,11 @@ extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rs
     const T mean_g = warp_sum(a) / T(H);
     const T mean_gx = warp_sum(b) / T(H);
     const T r = rstd[row];
-    for (int j = lane; j < H; j += 32)
-        dx[row * H + j] = r * (d[j] * gamma[j] - mean_g - xh[j] * mean_gx);
+    for (int j = lane; j < H; j += 32) {
+        const T v = r * (d[j] * gamma[j] - mean_g - xh[j] * mean_gx);
+        dx[row * H + j] = v;
+        if (has_mask) dmasked[row * H + j] = v * mask[row * H + j];
+    }
 }
 """
 
@@ -148,20 +171,26 @@ ATTENTION_FWD = r"""
 extern "C" __global__ void attention_fwd(const SCORE_T* s, const T* bias, const int has_bias, const T* u,
                                          const unsigned long long key, const int has_drop, T* probs,
                                          PD_T* probs_d, const int write_pd, unsigned char* keep,
-                                         const int Tk, const long long rows_per_batch, const long long rows,
-                                         const T scale, const T p_drop, const T inv_keep) {
+                                         bool* dead, const int Tk, const long long rows_per_batch,
+                                         const long long rows, const T scale, const T p_drop, const T inv_keep) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
     const int lane = threadIdx.x & 31;
     const SCORE_T* sr = s + row * Tk;
     const T* br = has_bias ? bias + (row / rows_per_batch) * Tk : 0;
-    T m = neg_inf(T(0));
+    T m = neg_inf(T(0)), open = 0;
     for (int j = lane; j < Tk; j += 32) {
         T z = SCORE_IN(sr[j]) * scale;
-        if (br) z += br[j];
+        if (br) { z += br[j]; open = br[j] == T(0) ? T(1) : open; }
         m = fmax(m, z);
     }
     m = warp_max(m);
+    // the sequence's first row says whether any of its keys is open (for the backward: a sequence
+    // with none has a uniform softmax whatever its scores, so no gradient reaches them)
+    if (br) {
+        open = warp_max(open);
+        if (lane == 0 && row % rows_per_batch == 0) dead[row / rows_per_batch] = open == T(0);
+    }
     T total = 0;
     for (int j = lane; j < Tk; j += 32) {
         T z = SCORE_IN(sr[j]) * scale;

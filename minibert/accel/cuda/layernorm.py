@@ -1,0 +1,99 @@
+"""LayerNorm on the GPU, alone and as BERT's post-LN residual connection: one warp per row.
+
+``layernorm_*``              ``ops.layernorm``: the row's mean, variance and normalised values in
+                             the forward, its two means in the backward (gamma's and beta's
+                             gradients by ``column_sums``)
+``dropout_add_layernorm_*``  ``ops.residual``, LayerNorm(dropout(a) + x), by the same kernels: the
+                             forward first makes the sum (dropout's mask as ``dropout_forward``
+                             makes it, from the step's key or the uniforms given), the backward
+                             also writes the gradient through dropout's mask.  One launch each way,
+                             where the three ops are three launches forward and two backward
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ops as ref
+from ...ops.layernorm import LayerNormCache, check_layernorm
+from ...ops.residual import ResidualCache
+from . import kernels, source
+from .kernels import applies, warp_rows
+from .ops import column_sums, dropout_forward
+
+
+def _forward(x, gamma, beta, eps, res=None):
+    """The forward kernel: y, ``LayerNormCache``; ``res``: None, or (a, u, key, how, p, scale, mask)."""
+    import cupy
+    H = x.shape[-1]
+    rows = x.size // H
+    y, xhat = cupy.empty_like(x), cupy.empty_like(x)
+    rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+    t, dummy = x.dtype.type, kernels.dummy(x.dtype)
+    a, u, key, how, p, scale, mask = res if res is not None else (dummy, dummy, 0, 0, 0.0, 1.0, dummy)
+    if rows:                              # a grid of no blocks is a CUDA launch error
+        kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
+            *warp_rows(rows), (x, gamma, beta, y, xhat, rstd, np.int32(H), np.int64(rows), t(eps),
+                               np.int32(res is not None), a, u, np.uint64(key), np.int32(how), t(p), t(scale),
+                               mask))
+    return y, LayerNormCache(xhat, rstd, gamma)
+
+
+def _backward(dy, cache, mask=None):
+    """The backward kernel: dx, dgamma, dbeta, and dx * mask (None without a mask)."""
+    import cupy
+    xhat, rstd, gamma = cache
+    H = dy.shape[-1]
+    rows = dy.size // H
+    dx = cupy.empty_like(dy)
+    dmasked = cupy.empty_like(dy) if mask is not None else kernels.dummy(dy.dtype)
+    if rows:                              # none, e.g. a batch without a labelled MLM position
+        kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
+            *warp_rows(rows), (dy, xhat, rstd, gamma, dx, np.int32(H), np.int64(rows), np.int32(mask is not None),
+                               mask if mask is not None else kernels.dummy(dy.dtype), dmasked))
+    dgamma, dbeta = column_sums(dy.reshape(rows, H), xhat.reshape(rows, H))
+    return dx, dgamma, dbeta, dmasked if mask is not None else None
+
+
+def layernorm_forward(x, gamma, beta, eps):
+    check_layernorm(x, gamma, beta)
+    if not applies(x, gamma, beta):
+        return ref.layernorm_forward(x, gamma, beta, eps)
+    return _forward(x, gamma, beta, eps)
+
+
+def layernorm_backward(dy, cache):
+    if not applies(dy, *cache):
+        return ref.layernorm_backward(dy, cache)
+    return _backward(dy, cache)[:3]
+
+
+def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
+    """``ops.dropout_add_layernorm_forward`` in one launch (arrays the kernel does not take: this
+    set's dropout and LayerNorm one after the other, the same numbers)."""
+    check_layernorm(x, gamma, beta)
+    if not applies(a, x, gamma, beta) or a.shape != x.shape:
+        d, mask = dropout_forward(a, p, rng, train)
+        y, norm = layernorm_forward(d + x, gamma, beta, eps)
+        return y, ResidualCache(mask, norm)
+    import cupy
+    t, dummy = x.dtype.type, kernels.dummy(x.dtype)
+    key, how, u, mask = 0, 0, dummy, None
+    if train and p > 0.0:
+        mask = cupy.empty_like(a)
+        if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
+            key, how = rng.next_key(), 2
+        else:
+            u, how = rng(a.shape), 1
+    y, norm = _forward(x, gamma, beta, eps, (a, u, key, how, p, t(1.0 / (1.0 - p)) if how else 1.0,
+                                             mask if mask is not None else dummy))
+    return y, ResidualCache(mask, norm)
+
+
+def dropout_add_layernorm_backward(dy, cache):
+    """``ops.dropout_add_layernorm_backward`` in one launch besides the column sums: da, dx, dgamma, dbeta."""
+    mask, norm = cache
+    if not applies(dy, *norm) or (mask is not None and not applies(dy, mask)):
+        ds, dgamma, dbeta = layernorm_backward(dy, norm)
+        return ref.dropout_backward(ds, mask), ds, dgamma, dbeta
+    ds, dgamma, dbeta, da = _backward(dy, norm, mask)
+    return (ds if mask is None else da), ds, dgamma, dbeta

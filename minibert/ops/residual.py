@@ -1,0 +1,36 @@
+"""The residual connection of BERT's post-LN layer: LayerNorm(dropout(sublayer output) + input)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .dropout import dropout_backward, dropout_forward
+from .layernorm import LayerNormCache, layernorm_backward, layernorm_forward
+
+
+class ResidualCache(NamedTuple):
+    """What the backward needs: dropout's mask (None where nothing was dropped) and LayerNorm's cache."""
+    mask: object
+    norm: LayerNormCache
+
+
+def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
+    """y = LayerNorm(dropout(a) + x): a sublayer's output a, dropped out, added to the residual
+    stream x that went into the sublayer, and the sum normalised.
+
+    a, x: (..., H); gamma, beta: (H,); eps, and dropout's p, rng, train as in ``layernorm_forward``
+    and ``dropout_forward``  ->  y: (..., H); cache ``ResidualCache``.  Three steps, and the fast
+    sets of ops make them in one pass over the rows.
+    """
+    d, mask = dropout_forward(a, p, rng, train)
+    y, norm = layernorm_forward(d + x, gamma, beta, eps)
+    return y, ResidualCache(mask, norm)
+
+
+def dropout_add_layernorm_backward(dy, cache):
+    """dy: (..., H)  ->  da, dx: (..., H), dgamma, dbeta: (H,).
+
+    The sum d + x passes its gradient ds to both of its terms unchanged: dx = ds, and da is ds
+    through dropout's mask.
+    """
+    ds, dgamma, dbeta = layernorm_backward(dy, cache.norm)
+    return dropout_backward(ds, cache.mask), ds, dgamma, dbeta
