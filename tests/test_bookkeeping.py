@@ -1,21 +1,25 @@
 """The step's bookkeeping kernel (``accel/cuda/bookkeeping.py``) against the array expressions it replaces.
 
-``step_book`` does in one launch what ``Health.watch`` and ``MetricsLog.add_step`` do on a GPU
+``batch_sums`` does in one launch what ``batch_stats``'s array expressions do with a batch's
+logits: checked on rows that test the argmax (ties, NaN, -inf).  ``step_book`` does in one launch
+what ``Health.watch`` and ``MetricsLog.add_step`` do on a GPU
 as array expressions.  Here both run on the CPU stand-in, step after step, on the same numbers:
 healthy steps, a NaN loss, later bad steps that must not hide the first, overflowing gradients
 with a loss scale above 1 (skipped, not bad), at exactly 1 (bad), with the scale a number or on
 the device, and runs without NSP pairs.  The first bad step and the window's sums must be the
 same bits."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 import cuda_on_cpu
 from test_gpu_kernels_on_cpu import cuda_kernels_on_numpy
 from test_sync_free_step import _on_device
-from minibert.accel.cuda import bookkeeping
+from minibert.accel.cuda import bookkeeping, kernels
 from minibert.backend import to_numpy
 from minibert.train.health import Health
-from minibert.train.metrics import MetricsLog, summarize
+from minibert.train.metrics import MetricsLog, batch_stats, summarize
 from minibert.train.dist import Single
 
 pytestmark = pytest.mark.skipif(cuda_on_cpu.unavailable() is not None, reason=cuda_on_cpu.unavailable() or "")
@@ -112,3 +116,68 @@ def test_step_book_leaves_what_it_does_not_take_to_the_array_expressions(monkeyp
     assert not bookkeeping.applies(dict(sums, mlm_correct=dev(3, np.int32)), grad_norm, finite, None)
     assert not bookkeeping.applies(sums, grad_norm, finite, dev(2.0, np.float32))
     assert not bookkeeping.applies(dict(sums, nsp_loss=0.0), grad_norm, finite, None)   # pairs, but no loss
+
+
+def _output(rng, n_mlm, vocab, n_nsp, dtype, dev=dev):
+    """A training forward's output as the trainer sees it on a GPU, with rows that test the argmax:
+    ties (the first largest wins), NaN (the first NaN wins), every logit -inf, labels hit and missed."""
+    z = rng.standard_normal((n_mlm, vocab)).astype(dtype)
+    y = rng.integers(0, vocab, n_mlm)
+    y[::3] = z[::3].argmax(-1)                       # every third row a hit
+    if n_mlm >= 8:
+        z[1] = 0.5                                   # a tie over the whole row: row 1's argmax is 0
+        y[1] = 0
+        z[2, [5, vocab - 3]] = 9.0                   # two equal maxima, the label on the second: a miss
+        y[2] = vocab - 3
+        z[4, [100, 263]] = np.nan                    # two NaN: the first is the argmax (a block's thread
+        y[4] = 100                                   # j reads j, j + 256, ...: here threads 100 and 7)
+        z[7, [7, 263]] = np.nan                      # two NaN in one thread's share of the row
+        y[7] = 7
+        z[5, [3, 11]] = [np.inf, np.nan]             # a NaN beats inf; the label on inf: a miss
+        y[5] = 3
+        z[6] = -np.inf                               # nothing but -inf: the first
+        y[6] = 0
+    out = SimpleNamespace(mlm_logits=dev(z, dtype), mlm_targets=dev(y, np.int64),
+                          mlm_loss=dev(rng.random() * 9, dtype), nsp_logits=None, nsp_targets=None, nsp_loss=None)
+    if n_nsp:
+        w = rng.standard_normal((n_nsp, 2)).astype(dtype)
+        w[0] = 1.25                                  # a tie: class 0
+        out.nsp_logits, out.nsp_targets = dev(w, dtype), dev(rng.integers(0, 2, n_nsp), np.int64)
+        out.nsp_loss = dev(rng.random(), dtype)
+    return out
+
+
+BATCHES = {"pairs": (37, 301, 9), "no NSP pairs": (37, 301, 0), "no masked token": (0, 301, 5),
+           "a vocabulary of BERT's size": (11, 30522, 4)}
+
+
+def check_batch_sums(shape, dtype, dev=dev):
+    """``batch_stats`` with the kernel against ``batch_stats`` with the array expressions: the same
+    numbers, the same types.  Also used by ``tests/test_gpu.py``."""
+    out = _output(np.random.default_rng(3), *shape, dtype, dev=dev)
+    batch = {"attention_mask": np.ones((4, 16), dtype=np.int64)}
+    assert bookkeeping.takes(out)
+    mine, theirs = batch_stats(out, batch, fused=True), batch_stats(out, batch)
+    assert {k: type(v) for k, v in mine.items()} == {k: type(v) for k, v in theirs.items()}
+    for k in mine:
+        got, want = (to_numpy(x) if not isinstance(x, (int, float)) else np.array(x) for x in (mine[k], theirs[k]))
+        assert got.shape == want.shape == () and got.dtype == want.dtype, (k, got.dtype, want.dtype)
+        np.testing.assert_array_equal(got, want, err_msg=k)
+    assert int(to_numpy(mine["mlm_correct"])) > 0 or shape[0] == 0     # the test has hits to count
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", list(BATCHES))
+def test_batch_sums_count_what_the_array_expressions_count(monkeypatch, batch, dtype):
+    cuda_kernels_on_numpy(monkeypatch)
+    check_batch_sums(BATCHES[batch], dtype)
+    assert not kernels.tickets().any(), "the ticket left taken"
+
+
+def test_batch_sums_leave_what_they_do_not_take_to_the_array_expressions(monkeypatch):
+    cuda_kernels_on_numpy(monkeypatch)
+    out = _output(np.random.default_rng(3), 37, 301, 9, np.float32)
+    assert bookkeeping.takes(out)
+    for change in [dict(mlm_targets=dev(np.zeros(37), np.int32)), dict(mlm_loss=1.5),
+                   dict(nsp_logits=dev(np.zeros((9, 2)), np.float64)), dict(mlm_logits=np.zeros((37, 301), np.float16))]:
+        assert not bookkeeping.takes(SimpleNamespace(**{**vars(out), **change})), change

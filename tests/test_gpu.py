@@ -338,6 +338,16 @@ def test_the_bookkeeping_kernel_keeps_what_the_array_expressions_keep(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_batch_sums_kernel_counts_what_the_array_expressions_count(dtype):
+    """``batch_sums`` on the GPU against ``batch_stats``'s CuPy expressions: ties, NaN and -inf rows
+    (CuPy's argmax, like NumPy's, gives the first largest value, or the first NaN)."""
+    import cupy
+    from test_bookkeeping import BATCHES, check_batch_sums
+    for shape in BATCHES.values():
+        check_batch_sums(shape, dtype, dev=lambda x, t: cupy.asarray(np.array(x, dtype=t)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_loss_scaling_kernel_keeps_what_the_array_expressions_keep(dtype):
     """``scale_and_count`` on the GPU against ``LossScaler.update`` and ``AdamW.step`` on the GPU: the
     same bits everywhere (both sides' ``pow`` is CUDA's)."""

@@ -118,6 +118,18 @@ def test_dropout(rng):
     assert same is x and cache is None
 
 
+@pytest.mark.parametrize("train", [True, False])
+def test_dropout_add_layernorm(rng, train):
+    """The post-LN residual connection: its four gradients, the sublayer's through dropout's mask."""
+    a, x = rng.standard_normal((3, 4, 9)), rng.standard_normal((3, 4, 9)) * 2
+    g, b = rng.standard_normal(9), rng.standard_normal(9)
+    fixed = rng.random(a.shape)
+    fwd = lambda a, x, g, b: L.dropout_add_layernorm_forward(a, x, g, b, 1e-12, 0.3, lambda shape: fixed, train)
+    out = check(fwd, L.dropout_add_layernorm_backward, [a, x, g, b], rng, ["a", "x", "gamma", "beta"])
+    mask = (fixed >= 0.3) / 0.7 if train else 1.0
+    np.testing.assert_array_equal(out, L.layernorm_forward(a * mask + x, g, b, 1e-12)[0])
+
+
 def test_dropout_keeps_the_mean(rng):
     x = np.ones(200_000)
     gen = np.random.default_rng(0)

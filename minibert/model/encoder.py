@@ -237,10 +237,13 @@ def layer_backward(ops, dy, c, w: LayerWeights, add):
     """dy: (B, T, H)  ->  dx: (B, T, H).  ``add(buffer, g)`` adds each parameter gradient to its buffer."""
     if c.get("pre_ln"):
         return pre_ln_layer_backward(ops, dy, c, w, add)
-    df, dh = backward_residual(ops, dy, c["res2"], w.ln2, add)
-    dh = dh + _ffn_block_backward(ops, df, c, w, add)   # the residual path, and through the block
-    da, dx = backward_residual(ops, dh, c["res1"], w.ln1, add)
-    return dx + _attention_block_backward(ops, da, c, w, add)
+    df, dsum = backward_residual(ops, dy, c["res2"], w.ln2, add)
+    dh = _ffn_block_backward(ops, df, c, w, add)
+    dh += dsum  # the residual path around the feed-forward block
+    da, dsum = backward_residual(ops, dh, c["res1"], w.ln1, add)
+    dx = _attention_block_backward(ops, da, c, w, add)
+    dx += dsum  # the residual path around the attention block
+    return dx
 
 
 def pre_ln_layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train):

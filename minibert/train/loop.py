@@ -193,7 +193,7 @@ def train_step(run: Run, lr: float) -> None:
         out = model.forward(**mine, train=True)    # the logits and both losses
         # each loss summed over these rows and divided by the global batch's counts
         model.backward(accumulate=micro > 0, loss_scale=loss_scale, loss_counts=comm.loss_counts(batch))
-        sums = add(sums, batch_stats(out, mine))
+        sums = add(sums, batch_stats(out, mine, fused=model.ops is accel.cuda))
     comm.allreduce_grads(model.params.grad)        # the ranks' gradients summed: the global batch's
     sums = comm.reduce_step(sums)                  # and the step's metrics
     # the mean over micro-batches, the loss scale taken out again, clipped; on a GPU the norm,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import accel
+from ..accel.cuda import bookkeeping
 from ..accel.cuda.bookkeeping import SUMS
 from ..backend import host_number, on_host, to_numpy
 from ..constants import IGNORE_INDEX
@@ -56,19 +58,25 @@ def unigram_baseline(counts: np.ndarray, eval_batches) -> float:
 COUNTED = ("mlm_correct", "nsp_correct", "skipped")    # sums that count, integers on the host
 
 
-def batch_stats(out, batch) -> dict:
+def batch_stats(out, batch, fused=False) -> dict:
     """Sums over one batch: losses weighted by their counts, correct predictions, counts.
 
-    A batch without NSP labels (--no-nsp) counts no pairs: its NSP sums are 0 of 0.
+    A batch without NSP labels (--no-nsp) counts no pairs: its NSP sums are 0 of 0.  ``fused``: on
+    a GPU with minibert's kernels, the sums of the logits in one launch (``bookkeeping.batch_sums``).
     """
     labels, nsp = out.mlm_targets, out.nsp_targets   # already on the model's device
     n_mlm, n_nsp = int(labels.size), 0 if nsp is None else int(nsp.size)
+    tokens = int(batch["attention_mask"].sum())
+    if fused and bookkeeping.takes(out):
+        mlm_loss, nsp_loss, mlm_hits, nsp_hits = bookkeeping.batch_sums(out)
+        return dict(mlm_loss=mlm_loss, nsp_loss=nsp_loss if n_nsp else 0.0, mlm_correct=mlm_hits,
+                    nsp_correct=nsp_hits if n_nsp else 0, n_mlm=n_mlm, n_nsp=n_nsp, tokens=tokens)
     # on a GPU the sums stay there until a log step reads them (``on_host``): a step never waits
     return dict(
         mlm_loss=_sum(out.mlm_loss) * n_mlm, nsp_loss=_sum(out.nsp_loss) * n_nsp if n_nsp else 0.0,
         mlm_correct=_count(out.mlm_logits.argmax(-1) == labels),
         nsp_correct=_count(out.nsp_logits.argmax(-1) == nsp) if n_nsp else 0,
-        n_mlm=n_mlm, n_nsp=n_nsp, tokens=int(batch["attention_mask"].sum()))
+        n_mlm=n_mlm, n_nsp=n_nsp, tokens=tokens)
 
 
 def _sum(x):
@@ -117,7 +125,7 @@ def evaluate(model, eval_batches, comm=None) -> dict:
         mine = comm.share(batch) if comm is not None else batch
         if len(mine["input_ids"]):        # a batch smaller than the number of ranks leaves some idle
             out = model.forward(**mine, train=False)
-            sums = add(sums, batch_stats(out, mine))
+            sums = add(sums, batch_stats(out, mine, fused=model.ops is accel.cuda))
     model.release()  # an evaluation is never back-propagated
     sums = on_host_sums(sums)
     if comm is not None:

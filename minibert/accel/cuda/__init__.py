@@ -2,8 +2,8 @@
 
 ``source.py`` holds the C++, ``kernels.py`` compiles and launches it,
 ``ops.py`` exposes the ops (``grads.py`` the gradients' adds, in a launch or two; ``loss.py``
-the softmax cross-entropy; ``layernorm.py`` LayerNorm, alone and with the residual sum); ``bookkeeping.py`` is the trainer's, not an op: a step's health
-watch and metrics sums in one launch; ``loss_scaling.py`` is the optimiser's: mixed
+the softmax cross-entropy; ``layernorm.py`` LayerNorm, alone and with the residual sum); ``bookkeeping.py`` is the trainer's, not an op: a batch's sums in
+one launch, a step's health watch and metrics window in one more; ``loss_scaling.py`` is the optimiser's: mixed
 precision's verdict, AdamW's step count and bias correction in one launch.  With the reference ops that need no kernel of
 their own (the lookups, the head reshapes), this package is the set
 of ops a model on the GPU runs with ``kernels="fast"`` (``minibert.kernels``).
