@@ -271,7 +271,8 @@ def test_pre_ln_layer_backward_matches_finite_differences(rng):
     y, cache = encoder.pre_ln_layer_forward(ops, x, w, bias, c, None, False)
     dy = rng.standard_normal(y.shape)
     model.zero_grad()
-    dx = encoder.layer_backward(ops, dy, cache, w, model.params.add_grad)
+    dx, skip = encoder.layer_backward(ops, dy, cache, w, model.params.add_grad)
+    assert skip is None                      # a pre-LN layer's input gradient comes in one part
     assert max_rel_error(dx, numerical_gradient(forward, x, dy)) < 1e-7
     names = [n for n in model.params.params if n.startswith("encoder.layer.1.")]
     assert len(names) == 16

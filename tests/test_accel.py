@@ -96,8 +96,8 @@ def _cases(concept, xp, dtype, rng):
     if concept == "layernorm":
         return [((a(4, 9, 48, scale=2.0) + 1, a(48), a(48), 1e-12), {}, {})]
     if concept == "dropout_add_layernorm":        # 36 rows: the last block of 8 rows part-full
-        out = [((a(4, 9, 48, scale=2.0), a(4, 9, 48) + 1, a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), train), {}, {})
-               for train in (True, False)]
+        out = [((a(4, 9, 48, scale=2.0), a(4, 9, 48) + 1, a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), train), {},
+                skip) for train in (True, False) for skip in ({}, {"dy_skip": a(4, 9, 48)})]
         return out + [((a(0, 48), a(0, 48), a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), True), {}, {})]
     if concept == "gelu":
         x = a(37, 53, scale=3.0)

@@ -128,6 +128,12 @@ def test_dropout_add_layernorm(rng, train):
     out = check(fwd, L.dropout_add_layernorm_backward, [a, x, g, b], rng, ["a", "x", "gamma", "beta"])
     mask = (fixed >= 0.3) / 0.7 if train else 1.0
     np.testing.assert_array_equal(out, L.layernorm_forward(a * mask + x, g, b, 1e-12)[0])
+    # a gradient of y in two parts is their sum
+    dy, skip = rng.standard_normal(a.shape), rng.standard_normal(a.shape)
+    cache = fwd(a, x, g, b)[1]
+    for got, want in zip(L.dropout_add_layernorm_backward(dy, cache, skip),
+                         L.dropout_add_layernorm_backward(dy + skip, cache)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_dropout_keeps_the_mean(rng):

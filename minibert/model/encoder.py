@@ -146,10 +146,10 @@ def backward_norm(ops, d, cache, w: Norm, add):
     return dx
 
 
-def backward_residual(ops, d, cache, w: Norm, add):
-    """The post-LN residual connection's backward: returns the gradients of the sublayer's output
-    and of the residual stream; dgamma and dbeta are added to ``w``'s gradient buffers."""
-    da, dx, dg, db = ops.dropout_add_layernorm_backward(d, cache)
+def backward_residual(ops, d, cache, w: Norm, add, d_skip=None):
+    """The post-LN residual connection's backward (of d + d_skip): returns the gradients of the
+    sublayer's output and of the residual stream; dgamma and dbeta are added to ``w``'s buffers."""
+    da, dx, dg, db = ops.dropout_add_layernorm_backward(d, cache, d_skip)
     add(w.dgamma, dg)
     add(w.dbeta, db)
     return da, dx
@@ -207,9 +207,10 @@ def encoder_backward(ops, dx, c, layers, final_norm, add):
     """dx: (B, T, H), the gradient of ``encoder_forward``'s output  ->  that of its input."""
     if final_norm is not None:
         dx = backward_norm(ops, dx, c["final_norm"], final_norm, add)
+    skip = None
     for w, cache in zip(reversed(layers), reversed(c["layers"])):
-        dx = layer_backward(ops, dx, cache, w, add)
-    return dx
+        dx, skip = layer_backward(ops, dx, cache, w, add, skip)
+    return dx if skip is None else dx + skip
 
 
 def gelu_kind(hidden_act):
@@ -233,17 +234,21 @@ def layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train, pr
     return y, c
 
 
-def layer_backward(ops, dy, c, w: LayerWeights, add):
-    """dy: (B, T, H)  ->  dx: (B, T, H).  ``add(buffer, g)`` adds each parameter gradient to its buffer."""
+def layer_backward(ops, dy, c, w: LayerWeights, add, dy_skip=None):
+    """dy (B, T, H), the gradient of the layer's output, plus dy_skip where it comes in two parts
+    (None: in one)  ->  dx, dx_skip: that of its input, in two parts (dx_skip None: in one).
+    ``add(buffer, g)`` adds each parameter gradient to its buffer.
+
+    x feeds the attention block and, around it, the residual sum: its gradient is the sum of the
+    two paths'.  The post-LN layer leaves that sum to the residual connection it feeds (the one
+    below, or the caller), whose kernels make it on the way (``dy_skip``)."""
     if c.get("pre_ln"):
-        return pre_ln_layer_backward(ops, dy, c, w, add)
-    df, dsum = backward_residual(ops, dy, c["res2"], w.ln2, add)
+        return pre_ln_layer_backward(ops, dy if dy_skip is None else dy + dy_skip, c, w, add), None
+    df, dsum = backward_residual(ops, dy, c["res2"], w.ln2, add, dy_skip)
     dh = _ffn_block_backward(ops, df, c, w, add)
-    dh += dsum  # the residual path around the feed-forward block
-    da, dsum = backward_residual(ops, dh, c["res1"], w.ln1, add)
-    dx = _attention_block_backward(ops, da, c, w, add)
-    dx += dsum  # the residual path around the attention block
-    return dx
+    # h's gradient: through the feed-forward block, and around it (the residual path)
+    da, dsum = backward_residual(ops, dh, c["res1"], w.ln1, add, dsum)
+    return _attention_block_backward(ops, da, c, w, add), dsum
 
 
 def pre_ln_layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train):

@@ -26,11 +26,15 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
     return y, ResidualCache(mask, norm)
 
 
-def dropout_add_layernorm_backward(dy, cache):
+def dropout_add_layernorm_backward(dy, cache, dy_skip=None):
     """dy: (..., H)  ->  da, dx: (..., H), dgamma, dbeta: (H,).
 
     The sum d + x passes its gradient ds to both of its terms unchanged: dx = ds, and da is ds
-    through dropout's mask.
+    through dropout's mask.  ``dy_skip``: None, or a second gradient of the output y, added to dy
+    first: in an encoder y feeds the next sublayer and, around it, the next residual sum, and the
+    gradient of y is the sum of the two.
     """
+    if dy_skip is not None:
+        dy = dy + dy_skip
     ds, dgamma, dbeta = layernorm_backward(dy, cache.norm)
     return dropout_backward(ds, cache.mask), ds, dgamma, dbeta

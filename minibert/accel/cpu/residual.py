@@ -13,6 +13,8 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
     return y, ResidualCache(mask, norm)
 
 
-def dropout_add_layernorm_backward(dy, cache):
+def dropout_add_layernorm_backward(dy, cache, dy_skip=None):
+    if dy_skip is not None:
+        dy = dy + dy_skip
     ds, dgamma, dbeta = layernorm_backward(dy, cache.norm)
     return dropout_backward(ds, cache.mask), ds, dgamma, dbeta

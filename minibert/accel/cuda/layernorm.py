@@ -38,19 +38,22 @@ def _forward(x, gamma, beta, eps, res=None):
     return y, LayerNormCache(xhat, rstd, gamma)
 
 
-def _backward(dy, cache, mask=None):
-    """The backward kernel: dx, dgamma, dbeta, and dx * mask (None without a mask)."""
+def _backward(dy, cache, mask=None, dy_skip=None):
+    """The backward kernel: dx, dgamma, dbeta, and dx * mask (None without a mask), of dy + dy_skip."""
     import cupy
     xhat, rstd, gamma = cache
     H = dy.shape[-1]
     rows = dy.size // H
     dx = cupy.empty_like(dy)
-    dmasked = cupy.empty_like(dy) if mask is not None else kernels.dummy(dy.dtype)
+    dummy = kernels.dummy(dy.dtype)
+    dmasked = cupy.empty_like(dy) if mask is not None else dummy
+    total = cupy.empty_like(dy) if dy_skip is not None else dy      # what gamma and beta's sums read
     if rows:                              # none, e.g. a batch without a labelled MLM position
         kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
             *warp_rows(rows), (dy, xhat, rstd, gamma, dx, np.int32(H), np.int64(rows), np.int32(mask is not None),
-                               mask if mask is not None else kernels.dummy(dy.dtype), dmasked))
-    dgamma, dbeta = column_sums(dy.reshape(rows, H), xhat.reshape(rows, H))
+                               mask if mask is not None else dummy, dmasked, np.int32(dy_skip is not None),
+                               dy_skip if dy_skip is not None else dummy, total if dy_skip is not None else dummy))
+    dgamma, dbeta = column_sums(total.reshape(rows, H), xhat.reshape(rows, H))
     return dx, dgamma, dbeta, dmasked if mask is not None else None
 
 
@@ -89,11 +92,13 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
     return y, ResidualCache(mask, norm)
 
 
-def dropout_add_layernorm_backward(dy, cache):
-    """``ops.dropout_add_layernorm_backward`` in one launch besides the column sums: da, dx, dgamma, dbeta."""
+def dropout_add_layernorm_backward(dy, cache, dy_skip=None):
+    """``ops.dropout_add_layernorm_backward`` in one launch besides the column sums: da, dx, dgamma, dbeta
+    (dy + dy_skip made by the same kernel)."""
     mask, norm = cache
-    if not applies(dy, *norm) or (mask is not None and not applies(dy, mask)):
-        ds, dgamma, dbeta = layernorm_backward(dy, norm)
+    if (not applies(dy, *norm) or (mask is not None and not applies(dy, mask))
+            or (dy_skip is not None and (not applies(dy, dy_skip) or dy_skip.shape != dy.shape))):
+        ds, dgamma, dbeta = layernorm_backward(dy if dy_skip is None else dy + dy_skip, norm)
         return ref.dropout_backward(ds, mask), ds, dgamma, dbeta
-    ds, dgamma, dbeta, da = _backward(dy, norm, mask)
+    ds, dgamma, dbeta, da = _backward(dy, norm, mask, dy_skip)
     return (ds if mask is None else da), ds, dgamma, dbeta

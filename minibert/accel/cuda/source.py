@@ -136,18 +136,23 @@ extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* be
 
 # LayerNorm backward (input gradient), one warp per row, with g = dy * gamma:
 #   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-# and with has_mask, also dx * mask into dmasked (the residual connection's gradient through dropout).
+# and with has_mask, also dx * mask into dmasked (the residual connection's gradient through dropout);
+# with has_skip, dy is dy + dy_skip, written into total (for the column sums of gamma and beta).
 LAYERNORM_BWD = r"""
 extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rstd, const T* gamma,
                                          T* dx, const int H, const long long rows, const int has_mask,
-                                         const T* mask, T* dmasked) {
+                                         const T* mask, T* dmasked, const int has_skip, const T* dy_skip,
+                                         T* total) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;
     const int lane = threadIdx.x & 31;
-    const T* d = dy + row * H;
+    const T* d = has_skip ? total + row * H : dy + row * H;
     const T* xh = xhat + row * H;
     T a = 0, b = 0;
-    for (int j = lane; j < H; j += 32) { T g = d[j] * gamma[j]; a += g; b += g * xh[j]; }
+    for (int j = lane; j < H; j += 32) {
+        if (has_skip) total[row * H + j] = dy[row * H + j] + dy_skip[row * H + j];   // read back by this lane
+        T g = d[j] * gamma[j]; a += g; b += g * xh[j];
+    }
     const T mean_g = warp_sum(a) / T(H);
     const T mean_gx = warp_sum(b) / T(H);
     const T r = rstd[row];
