@@ -18,7 +18,7 @@ import pytest
 
 import cuda_on_cpu
 from test_gpu_kernels_on_cpu import cuda_kernels_on_numpy
-from test_sync_free_step import _on_device
+from test_bookkeeping import dev
 from minibert import accel
 from minibert.accel.cuda import loss_scaling
 from minibert.backend import host_number, to_numpy
@@ -34,10 +34,6 @@ RUNS = {
 }
 
 
-def dev(x, dtype):
-    return _on_device(np.array(x, dtype=dtype))
-
-
 def optimiser(dtype, bias_correction, start, dev, xp, interval=2, seed=5):
     """An AdamW over a flat buffer of 300 parameters (200 decayed) on the device, and its scaler
     (not PyTorch's factors, 2 and 0.5: a kernel that assumed them would go unseen)."""
@@ -51,6 +47,17 @@ def optimiser(dtype, bias_correction, start, dev, xp, interval=2, seed=5):
     return opt, scaler
 
 
+def recorded_updates(opt) -> list:
+    """What ``opt.update`` receives from now on, call after call: (step_size, root_c2, go)."""
+    calls, real = [], opt.update
+
+    def update(lr, step_size, root_c2, go=None):
+        calls.append((step_size, root_c2, go))
+        real(lr, step_size, root_c2, go)
+    opt.update = update
+    return calls
+
+
 def check_run(run, dtype, dev=dev, xp=np, exact=False):
     """Both ways, step after step on ``RUNS[run]``: the scaler's state and AdamW's step count the same
     bits after each, the weights and moments too (``exact``) or within a few units of the dtype's last place."""
@@ -58,11 +65,7 @@ def check_run(run, dtype, dev=dev, xp=np, exact=False):
     (ref, ref_scaler), (opt, scaler) = (optimiser(dtype, bias_correction, start, dev, xp, interval)
                                         for _ in range(2))
     grads = np.random.default_rng(9).standard_normal((len(verdicts), 300))
-    numbers = {id(ref): [], id(opt): []}       # what each AdamW.update receives, step by step
-    for o in (ref, opt):
-        real = o.update
-        o.update = lambda lr, s, r, go=None, _real=real, _o=o: (
-            numbers[id(_o)].append([float(host_number(x)) for x in (s, r, go)]), _real(lr, s, r, go))
+    ref_numbers, numbers = recorded_updates(ref), recorded_updates(opt)
     for step, (ok, g) in enumerate(zip(verdicts, grads), start=1):
         for o in (ref, opt):
             o.store.grad[...] = dev(g if ok else np.where(np.arange(300) == 7, np.inf, g), dtype)
@@ -85,10 +88,11 @@ def check_run(run, dtype, dev=dev, xp=np, exact=False):
                 np.testing.assert_allclose(mine, theirs, rtol=eps, atol=eps, err_msg=f"step {step}: {name}")
         # the bias correction (a skipped step's too, which goes unused), and whether to take the step
         # (the reference's in float64, rounded to the parameters' dtype by the update's kernel)
-        np.testing.assert_allclose(numbers[id(opt)][-1], np.array(numbers[id(ref)][-1], dtype),
+        mine, theirs = ([float(host_number(x)) for x in n[-1]] for n in (numbers, ref_numbers))
+        np.testing.assert_allclose(mine, np.array(theirs, dtype),
                                    rtol=0 if exact else max(1e-13, 2 * np.finfo(dtype).eps),
                                    err_msg=f"step {step}: step_size, root_c2, go")
-        if not ok:        # a skipped step changes nothing, in both
+        if not ok:        # (the gradients a skipped step saw did overflow)
             assert not np.isfinite(to_numpy(opt.store.grad)).all()
     assert ref.t == opt.t == sum(verdicts) + (start["t"] if start else 0)
 
@@ -108,9 +112,7 @@ def test_the_bias_correction_is_the_array_expressions_to_the_last_bits(monkeypat
     got = {}
     for who in ("ref", "kernel"):
         opt, scaler = optimiser(np.float64, True, dict(scale=8.0, good_steps=0, t=41), dev, np)
-        real = opt.update
-        opt.update = lambda lr, s, r, go=None, _who=who: (got.setdefault(_who, []).append((s, r)),
-                                                          real(lr, s, r, go))
+        got[who] = recorded_updates(opt)
         for step in range(3):
             finite = dev(True, np.bool_)
             if who == "ref":
@@ -118,7 +120,7 @@ def test_the_bias_correction_is_the_array_expressions_to_the_last_bits(monkeypat
             else:
                 loss_scaling.scale_and_count(scaler, opt, finite, 2e-4)
     assert len(got["kernel"]) == len(got["ref"]) == 3
-    for t, ((s, r), (s_ref, r_ref)) in enumerate(zip(got["kernel"], got["ref"]), start=42):
+    for t, ((s, r, _), (s_ref, r_ref, _)) in enumerate(zip(got["kernel"], got["ref"]), start=42):
         np.testing.assert_allclose(to_numpy(s), to_numpy(s_ref), rtol=1e-15)
         np.testing.assert_allclose(to_numpy(r), to_numpy(r_ref), rtol=1e-13)
         assert host_number(s) == pytest.approx(2e-4 / (1 - 0.9 ** t), rel=1e-15)

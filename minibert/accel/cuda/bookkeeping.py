@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.common import get_array_module
 from . import kernels
 
 BATCH_SUMS = r"""
@@ -165,7 +166,6 @@ def takes(out) -> bool:
 def batch_sums(out):
     """One launch: (mlm_loss * n_mlm, nsp_loss * n_nsp, MLM hits, NSP hits), 0-d arrays on the device
     (float64, float64, int64, int64; the NSP ones 0 without NSP labels).  ``takes`` must hold."""
-    from ...ops.common import get_array_module
     logits, labels, nsp = out.mlm_logits, out.mlm_targets, out.nsp_targets
     xp = get_array_module(logits)
     n_mlm, n_nsp = len(labels), 0 if nsp is None else len(nsp)

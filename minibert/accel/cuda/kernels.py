@@ -51,6 +51,15 @@ def warp_rows(rows):
     return ((rows + cuda_source.ROWS_PER_BLOCK - 1) // cuda_source.ROWS_PER_BLOCK,), (32 * cuda_source.ROWS_PER_BLOCK,)
 
 
+def dropout_draws(rng, shape, dtype):
+    """How a kernel gets dropout's uniforms for an array of ``shape``: (u, key, how).  how 2: a
+    counter-based generator, whose numbers the kernel computes from ``key`` (u a stand-in); how 1:
+    any other generator's draws, the array u (key 0).  (how 0, no dropout, is the caller's.)"""
+    if hasattr(rng, "next_key"):
+        return dummy(dtype), rng.next_key(), 2
+    return rng(shape), 0, 1
+
+
 @lru_cache(maxsize=None)
 def dummy(dtype):
     import cupy

@@ -52,7 +52,7 @@ def _backward(dy, cache, mask=None, dy_skip=None):
         kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
             *warp_rows(rows), (dy, xhat, rstd, gamma, dx, np.int32(H), np.int64(rows), np.int32(mask is not None),
                                mask if mask is not None else dummy, dmasked, np.int32(dy_skip is not None),
-                               dy_skip if dy_skip is not None else dummy, total if dy_skip is not None else dummy))
+                               dy_skip if dy_skip is not None else dummy, total))
     dgamma, dbeta = column_sums(total.reshape(rows, H), xhat.reshape(rows, H))
     return dx, dgamma, dbeta, dmasked if mask is not None else None
 
@@ -83,10 +83,7 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
     key, how, u, mask = 0, 0, dummy, None
     if train and p > 0.0:
         mask = cupy.empty_like(a)
-        if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
-            key, how = rng.next_key(), 2
-        else:
-            u, how = rng(a.shape), 1
+        u, key, how = kernels.dropout_draws(rng, a.shape, x.dtype)
     y, norm = _forward(x, gamma, beta, eps, (a, u, key, how, p, t(1.0 / (1.0 - p)) if how else 1.0,
                                              mask if mask is not None else dummy))
     return y, ResidualCache(mask, norm)

@@ -151,9 +151,9 @@ def dropout_forward(x, p, rng, train):
     if not train or p == 0.0 or not applies(x):
         return ref.dropout_forward(x, p, rng, train)
     t = x.dtype.type
-    if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
-        return kernels.elementwise()["dropout_fwd_keyed"](x, np.uint64(rng.next_key()), t(p), t(1.0 / (1.0 - p)))
-    u = rng(x.shape)
+    u, key, how = kernels.dropout_draws(rng, x.shape, x.dtype)
+    if how == 2:                      # a counter-based generator: the kernel makes its own numbers
+        return kernels.elementwise()["dropout_fwd_keyed"](x, np.uint64(key), t(p), t(1.0 / (1.0 - p)))
     return kernels.elementwise()["dropout_fwd"](x, u, t(p), t(1.0 / (1.0 - p)))
 
 
@@ -228,15 +228,11 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
     drop = train and dropout_p > 0.0
     t = dtype.type
     dummy = kernels.dummy(dtype)          # stands in for the arrays a call does not use
-    key, how = 0, 0                       # how: 0 no dropout, 1 read the uniforms u, 2 compute them from key
-    if drop:
-        if hasattr(rng, "next_key"):      # a counter-based generator: the kernel makes its own numbers
-            u, key, how = dummy, rng.next_key(), 2
-        else:
-            u, how = rng(scores.shape), 1
+    if drop:                              # how: 1 read the uniforms u, 2 compute them from key
+        u, key, how = kernels.dropout_draws(rng, scores.shape, dtype)
         keep = cupy.empty(scores.shape, dtype=cupy.uint8)
     else:
-        u, keep = dummy, kernels.dummy(np.uint8)
+        u, key, how, keep = dummy, 0, 0, kernels.dummy(np.uint8)
     probs_d = cupy.empty(scores.shape, scores.dtype) if drop or half else dummy
     bias, dead = dummy, kernels.dummy(np.bool_)
     if mask_bias is not None:
