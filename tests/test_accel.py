@@ -87,7 +87,11 @@ def _cases(concept, xp, dtype, rng):
         x, W, b = a(3, 70, 24), a(40, 24), a(40)
         out = [((x, W, b), {}, {})]
         if xp is np and dtype == "float32":           # mixed precision: a float16 weight
-            out.append(((x, W.astype(np.float16), b), {}, {}))
+            W16 = W.astype(np.float16)
+            out.append(((x, W16, b), {}, {}))
+            # attention's projections: float16 out and in (q, k, v and their gradients), and float16 dx
+            out.append(((x, W16, b), {"half_out": True}, {}))
+            out.append(((x.astype(np.float16), W16, b), {}, {"half_dx": True}))
         return out
     if concept == "embedding":
         ids = rng.integers(0, 50, (6, 37))
@@ -98,10 +102,21 @@ def _cases(concept, xp, dtype, rng):
     if concept == "dropout_add_layernorm":        # 36 rows: the last block of 8 rows part-full
         out = [((a(4, 9, 48, scale=2.0), a(4, 9, 48) + 1, a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), train), {},
                 skip) for train in (True, False) for skip in ({}, {"dy_skip": a(4, 9, 48)})]
+        # the sublayer's last bias, added as a is read; in mixed precision a is that layer's float16 product
+        bias = a(48)
+        out += [((a(4, 9, 48, scale=2.0), a(4, 9, 48) + 1, a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), True),
+                 {"bias": bias}, {"dy_skip": a(4, 9, 48)})]
+        if dtype == "float32":
+            out += [((a(4, 9, 48, scale=2.0).astype(np.float16), a(4, 9, 48) + 1, a(48), a(48), 1e-12, 0.3,
+                      _draws(xp, dtype), train), {"bias": bias}, {}) for train in (True, False)]
         return out + [((a(0, 48), a(0, 48), a(48), a(48), 1e-12, 0.3, _draws(xp, dtype), True), {}, {})]
     if concept == "gelu":
-        x = a(37, 53, scale=3.0)
-        return [((x, "none"), {}, {}), ((x, "tanh"), {}, {})]
+        x, b = a(37, 53, scale=3.0), a(53)
+        out = [((x, form), {}, {}) for form in ("none", "tanh")]
+        out += [((x, form), {"bias": b}, {}) for form in ("none", "tanh")]    # the linear layer's bias
+        if dtype == "float32":         # mixed precision: the float16 product in, the float16 operand out
+            out += [((x.astype(np.float16), form), {"bias": b, "half_out": True}, {}) for form in ("none", "tanh")]
+        return out
     if concept == "dropout":
         return [((a(20, 33), 0.3, _draws(xp, dtype), True), {}, {})]
     if concept == "attention":
@@ -154,7 +169,8 @@ def _backward_args(out, xp, dtype, rng):
     """An upstream gradient shaped like a forward's output (1.0 for a loss)."""
     if getattr(out, "ndim", 0) == 0:
         return 1.0
-    return xp.asarray(rng.standard_normal(out.shape).astype(dtype))
+    # a float16 output (mixed precision's attention and its projections) takes a float16 gradient
+    return xp.asarray(rng.standard_normal(out.shape).astype(np.float16 if out.dtype == np.float16 else dtype))
 
 
 def _check_pair_op(op, ns, xp, dtype, rng):
@@ -173,6 +189,18 @@ def _check_pair_op(op, ns, xp, dtype, rng):
         _close(out_k, out_r, tol, f"{ns.__name__}.{concept}_forward")
         _close(bwd(dout, cache_k, **bkw), want, max(tol, 20 * TOL[dtype]) if half else tol,
                f"{ns.__name__}.{concept}_backward")
+        if concept in HALF_GRADIENT and dtype == "float32" and dout.dtype == np.float32:
+            # mixed precision hands these a linear layer's dx in float16: the result of its widening
+            d16 = dout.astype(np.float16)
+            for i, (g, w) in enumerate(zip(_flat(bwd(d16, cache_k, **bkw)),
+                                           _flat(bwd(d16.astype(np.float32), cache_k, **bkw)))):
+                assert g.dtype == w.dtype, f"{ns.__name__}.{concept}_backward[{i}] of a float16 gradient: {g.dtype}"
+                np.testing.assert_array_equal(_to_np(g), _to_np(w),
+                                              err_msg=f"{ns.__name__}.{concept}_backward[{i}] of a float16 gradient")
+
+
+# the backward ops that take the float16 dx of a linear layer in mixed precision
+HALF_GRADIENT = ("layernorm", "dropout_add_layernorm", "gelu")
 
 
 def _check_half_matmul(ns, xp, dtype, rng):

@@ -193,6 +193,12 @@ def test_column_sums_on_the_gpu(dtype):
     check_column_sums(cupy, dtype, shapes=((1, 5), (7, 40), (1000, 33), (0, 8), (16384, 512), (608, 30522)))
 
 
+def test_bias_half_on_the_gpu():
+    import cupy
+    from test_gpu_kernels_on_cpu import check_bias_half
+    check_bias_half(cupy)
+
+
 def test_float16_conversions_on_the_gpu():
     """The attention kernels' own float16 reads and writes against NumPy's conversions, on the GPU."""
     import cupy

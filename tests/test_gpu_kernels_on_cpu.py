@@ -14,7 +14,8 @@ import pytest
 
 import minibert as mb
 from minibert import accel, ops
-from minibert.accel.cuda import kernels as cuda_kernels, loss as cuda_loss, source as cuda_source
+from minibert.accel.cuda import gelu as cuda_gelu, kernels as cuda_kernels, linear as cuda_linear, loss as cuda_loss
+from minibert.accel.cuda import source as cuda_source
 from conftest import padded_batch
 import cuda_on_cpu
 
@@ -144,10 +145,10 @@ def test_layernorm_gelu_dropout_kernels_match_the_reference(dtype, H, kernels, r
 
 
 def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33), (0, 8))):
-    """``accel.cuda.ops.column_sums`` against float64 sums, on ``xp``'s arrays: one row, rows fewer
+    """``accel.cuda.linear.column_sums`` against float64 sums, on ``xp``'s arrays: one row, rows fewer
     than a block's 8 row lanes, columns not a multiple of 32, many partial sums per column
     (1000 rows), and no rows at all.  Also used by ``tests/test_gpu.py``."""
-    from minibert.accel.cuda.ops import column_sums
+    from minibert.accel.cuda.linear import column_sums
     rng = np.random.default_rng(7)
     tol = {"float64": 1e-13, "float32": 2e-6}[dtype]
     for shape in shapes:
@@ -183,6 +184,13 @@ def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33),
             np.testing.assert_array_equal(got, want)
         else:                           # a copy only from float32: NumPy's sums, not the kernel's
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-6)
+        if dtype == "float32":          # a float16 a (mixed precision's attention gradients), read as it is:
+            h = a.astype(np.float16)     # the float32 sums of its widened values, the same bits
+            got16 = column_sums(xp.asarray(h))[1]
+            assert got16.dtype == np.float32, f"column_sums {shape}: float16 summed in {got16.dtype}"
+            want16 = column_sums(xp.asarray(h.astype(np.float32)))[1]
+            np.testing.assert_array_equal(*(np.asarray(x.get() if hasattr(x, "get") else x) for x in (got16, want16)),
+                                          err_msg=f"column_sums {shape}: a float16 a")
     # each group's last block put its ticket back: the next launch finds every counter at 0
     from minibert.accel.cuda import kernels as cuda_kernels
     tickets = cuda_kernels.tickets()
@@ -192,6 +200,29 @@ def check_column_sums(xp, dtype, shapes=((1, 5), (7, 40), (37, 300), (1000, 33),
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_column_sums_match_float64_sums(dtype, kernels):
     check_column_sums(np, dtype)
+
+
+def check_bias_half(xp):
+    """``accel.cuda.linear``'s bias_half kernel (mixed precision's q, k, v: a float16 product plus the
+    float32 bias, rounded to float16) against ``to_half(p + b)``, bit for bit: ordinary values, sums
+    beyond float16's range (inf), among its subnormals, ties to even, NaN.  Also run by test_gpu.py."""
+    from minibert.accel.cuda.linear import _bias_half
+    from minibert.ops.linear import to_half
+    rng = np.random.default_rng(8)
+    p = (rng.standard_normal((37, 48)) * 4).astype(np.float16)
+    b = rng.standard_normal(48).astype(np.float32)
+    p[0, :4] = [60000, -60000, 1e-7, np.nan]
+    b[:4] = [6000.0, -6000.0, -1e-7, 1.0]                   # inf, -inf, a float16 subnormal, NaN
+    b[4] = np.float32(2.0 ** -11)                           # 1 + 2^-11 is a tie: to even, 1
+    p[:, 4] = 1.0
+    want = to_half(p + b)
+    got = _bias_half(xp.asarray(p), xp.asarray(b))
+    assert got.dtype == np.float16 and got.shape == p.shape
+    np.testing.assert_array_equal(np.asarray(got.get() if hasattr(got, "get") else got), want)
+
+
+def test_bias_half_rounds_as_to_half(kernels):
+    check_bias_half(np)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -497,13 +528,13 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
             assert f".entry {kernel}(" in ptx, kernel
 
     parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
-             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_source.COLSUM, cuda_source.ADD_MANY,
-             cuda_loss.XENT_FWD, cuda_loss.XENT_BWD]
+             cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_linear.COLSUM, cuda_source.ADD_MANY,
+             cuda_loss.XENT_FWD, cuda_loss.XENT_BWD, cuda_gelu.GELU_FWD, cuda_gelu.GELU_BWD, cuda_linear.BIAS_HALF]
     for k in cuda_kernels.elementwise().values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                                "minibert_gelu_fwd", "colsum", "add_many", "xent_fwd",
+                                "gelu_fwd", "gelu_bwd", "bias_half", "colsum", "add_many", "xent_fwd",
                                 "xent_bwd"))
     from minibert.accel.cuda import ladder     # the ladder's two softmax rungs (the others hold constants to set)
     compiles("ladder", [ladder.BLOCK_SOFTMAX, ladder.WARP_SOFTMAX], ("softmax_block_rows", "softmax_warp_rows"))

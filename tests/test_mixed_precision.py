@@ -86,7 +86,38 @@ def test_linear_in_half_precision_keeps_float32_outside():
     np.testing.assert_array_equal(half[2], ref[2])   # the bias gradient is a float32 sum of dy itself
 
 
-def test_attention_in_half_precision_rounds_its_products_and_keeps_float32_outside():
+def test_linear_in_half_precision_takes_and_gives_float16_where_asked():
+    """Attention's two projections pass float16 to and from attention's products: the same numbers as
+    widening to float32 and rounding back, which is what happened before (every float16 widens exactly)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(4, 16)).astype(np.float32)
+    W = (rng.normal(size=(8, 16)) * 0.1).astype(np.float16)
+    b = rng.normal(size=8).astype(np.float32)
+    dy = rng.normal(size=(4, 8)).astype(np.float32)
+    y, cache = L.linear_forward(x, W, b)
+    y16, cache16 = L.linear_forward(x, W, b, half_out=True)
+    assert y16.dtype == np.float16
+    np.testing.assert_array_equal(y16, y.astype(np.float16))             # the bias added, then rounded
+    y_from16, c = L.linear_forward(x.astype(np.float16), W, b)            # a float16 x is its own operand
+    np.testing.assert_array_equal(y_from16, y)
+    np.testing.assert_array_equal(c[0], cache[0])
+    dx, dW, db = L.linear_backward(dy, cache)
+    dx16, dW2, db2 = L.linear_backward(dy, cache, half_dx=True)
+    assert dx16.dtype == np.float16 and dW2.dtype == db2.dtype == np.float32
+    np.testing.assert_array_equal(dx16.astype(np.float32), dx)            # dx widened is dx16, exactly
+    # a float16 dy: the products' operand as it is, the bias gradient its float32 sum
+    h = dy.astype(np.float16)
+    for a, b_ in zip(L.linear_backward(h, cache), L.linear_backward(h.astype(np.float32), cache)):
+        assert a.dtype == np.float32
+        np.testing.assert_array_equal(a, b_)
+    # a float32 layer ignores both (they are about mixed precision's operands)
+    W32 = W.astype(np.float32)
+    np.testing.assert_array_equal(L.linear_forward(x, W32, b, half_out=True)[0], L.linear_forward(x, W32, b)[0])
+    c32 = L.linear_forward(x, W32, b)[1]
+    np.testing.assert_array_equal(L.linear_backward(dy, c32, half_dx=True)[0], L.linear_backward(dy, c32)[0])
+
+
+def test_attention_in_half_precision_rounds_its_products_and_passes_them_on_in_float16():
     rng = np.random.default_rng(3)
     q, k, v = (rng.normal(size=(2, 3, 9, 8)).astype(np.float16) for _ in range(3))   # float16 values
     mask = np.ones((2, 9), dtype=np.int64)
@@ -95,15 +126,21 @@ def test_attention_in_half_precision_rounds_its_products_and_keeps_float32_outsi
     dout = rng.normal(size=(2, 3, 9, 8)).astype(np.float32)
     out32, c32 = L.attention_forward(*(a.astype(np.float32) for a in (q, k, v)), bias)
     out16, c16 = L.attention_forward(q, k, v, bias)
-    assert out16.dtype == c16.probs.dtype == np.float32 and c16.probs_d.dtype == np.float16
+    # the softmax in float32; the output the float16 product, the operand of the output projection's
+    assert c16.probs.dtype == np.float32 and c16.probs_d.dtype == out16.dtype == np.float16
     # the second product takes P rounded to float16, and its result is rounded once more
-    np.testing.assert_array_equal(out16, L.half_matmul(c16.probs_d, v).astype(np.float32))
+    np.testing.assert_array_equal(out16, L.half_matmul(c16.probs_d, v))
     err = np.abs(out16 - out32).max() / np.abs(out32).max()
     assert 1e-5 < err < 4 * F16_EPS                  # float16 roundings, nothing more
-    for r, h in zip(L.attention_backward(dout, c32), L.attention_backward(dout, c16)):
-        assert h.dtype == np.float32 and h.shape == r.shape
-        err = np.abs(h - r).max() / np.abs(r).max()
+    grads16 = L.attention_backward(dout, c16)
+    for r, h in zip(L.attention_backward(dout, c32), grads16):
+        assert h.dtype == np.float16 and h.shape == r.shape     # the input projection's operand
+        err = np.abs(h.astype(np.float32) - r).max() / np.abs(r).max()
         assert 1e-5 < err < 8 * F16_EPS, err
+    # a gradient that comes in float16 (the output projection's dx) is the operand as it is
+    for a, b in zip(L.attention_backward(dout.astype(np.float16), c16),
+                    L.attention_backward(dout.astype(np.float16).astype(np.float32), c16)):
+        np.testing.assert_array_equal(a, b)
 
 
 # ------------------------------------------------------------------ whole model

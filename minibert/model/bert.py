@@ -158,8 +158,9 @@ class BertModel:
         """dx: (B, T, H) gradient of the last hidden state, dpooled: (B, H) or None."""
         ops, add = self.ops, self.params.add_grad  # the one way a gradient reaches its buffer
         if dpooled is not None:
+            # (float16 in mixed precision: the add below widens it)
             dcls = backward_linear(ops, ops.tanh_backward(dpooled, caches["pool_tanh"]), caches["pool_lin"],
-                                   self.pooler, add)
+                                   self.pooler, add, half_dx=True)
             dx = dx.copy()
             dx[:, 0] += dcls
         dx = encoder_backward(ops, dx, caches["encoder"], self.layers, self.final_norm, add)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+
 from ..ops.common import get_array_module
-from ..ops.linear import to_half
 from .params import ParamSpec
 
 QKV = ("query", "key", "value")
@@ -130,9 +130,10 @@ def embedding_weights(store, prefix) -> EmbeddingWeights:
 
 
 # ------------------------------------------------------------------- backward helpers
-def backward_linear(ops, d, cache, w: Linear, add):
-    """A linear layer's backward: returns dx; dW and db are added to ``w``'s gradient buffers."""
-    dx, dW, db = ops.linear_backward(d, cache)
+def backward_linear(ops, d, cache, w: Linear, add, half_dx=False):
+    """A linear layer's backward: returns dx; dW and db are added to ``w``'s gradient buffers.
+    ``half_dx``: in mixed precision dx stays float16 (``ops.linear_backward``)."""
+    dx, dW, db = ops.linear_backward(d, cache, half_dx=half_dx)
     add(w.dweight, dW)
     add(w.dbias, db)
     return dx
@@ -227,10 +228,12 @@ def layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, train, pr
         return pre_ln_layer_forward(ops, x, w, mask_bias, config, uniform, train)
     eps, p, c = config.layer_norm_eps, config.hidden_dropout_prob, {}
     a = _attention_block(ops, x, w, mask_bias, config, uniform, train, c)
-    # post-LN residual: LayerNorm(x + Dropout(sublayer(x)))
-    h, c["res1"] = ops.dropout_add_layernorm_forward(a, x, w.ln1.gamma, w.ln1.beta, eps, p, uniform, train)
+    # post-LN residual: LayerNorm(x + Dropout(sublayer(x))), the sublayer's last bias added there
+    h, c["res1"] = ops.dropout_add_layernorm_forward(a, x, w.ln1.gamma, w.ln1.beta, eps, p, uniform, train,
+                                                     bias=w.attn_out.bias)
     f = _ffn_block(ops, h, w, config, c)
-    y, c["res2"] = ops.dropout_add_layernorm_forward(f, h, w.ln2.gamma, w.ln2.beta, eps, p, uniform, train)
+    y, c["res2"] = ops.dropout_add_layernorm_forward(f, h, w.ln2.gamma, w.ln2.beta, eps, p, uniform, train,
+                                                     bias=w.ffn_out.bias)
     return y, c
 
 
@@ -263,11 +266,11 @@ def pre_ln_layer_forward(ops, x, w: LayerWeights, mask_bias, config, uniform, tr
     """
     eps, p, c = config.layer_norm_eps, config.hidden_dropout_prob, {"pre_ln": True}
     n, c["ln1"] = ops.layernorm_forward(x, w.ln1.gamma, w.ln1.beta, eps)
-    a, c["drop1"] = ops.dropout_forward(_attention_block(ops, n, w, mask_bias, config, uniform, train, c), p,
-                                        uniform, train)
+    a = _attention_block(ops, n, w, mask_bias, config, uniform, train, c) + w.attn_out.bias
+    a, c["drop1"] = ops.dropout_forward(a, p, uniform, train)
     h = x + a
     n, c["ln2"] = ops.layernorm_forward(h, w.ln2.gamma, w.ln2.beta, eps)
-    f, c["drop2"] = ops.dropout_forward(_ffn_block(ops, n, w, config, c), p, uniform, train)
+    f, c["drop2"] = ops.dropout_forward(_ffn_block(ops, n, w, config, c) + w.ffn_out.bias, p, uniform, train)
     return h + f, c
 
 
@@ -281,21 +284,22 @@ def pre_ln_layer_backward(ops, dy, c, w: LayerWeights, add):
 
 
 def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train, c):
-    """self-attention(x) W_o^T + b_o: (B, T, H) -> (B, T, H) (the dropout after it is the residual
-    connection's); its caches go into ``c``."""
+    """self-attention(x) W_o^T: (B, T, H) -> (B, T, H), without the bias b_o, which the op that reads
+    it adds (the residual connection's kernel; its dropout is the residual connection's too); its
+    caches go into ``c``.  Float16 in mixed precision, the product as it is."""
     B, T, _ = x.shape
     A, Dh = config.num_attention_heads, config.head_dim
     xp = get_array_module(x)
     # self-attention: one product gives Q, K and V
-    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias)                  # (B, T, 3H)
-    if w.qkv.weight.dtype == np.float16:
-        qkv = to_half(qkv)     # mixed precision: attention's products take float16 operands too
+    # (B, T, 3H); in mixed precision float16, as attention's products take it (and give back its
+    # output, and take and give back its gradients: the output projection's products take them so)
+    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias, half_out=True)
     # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
     # block is contiguous: the batched products of attention then run at full speed
     q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, Dh).transpose(2, 0, 3, 1, 4))
     ctx, c["attention"] = ops.attention_forward(q, k, v, mask_bias, config.attention_probs_dropout_prob,
                                                 uniform, train)
-    a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, w.attn_out.bias)
+    a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, None)
     return a
 
 
@@ -303,23 +307,26 @@ def _attention_block_backward(ops, da, c, w: LayerWeights, add):
     """da: (B, T, H), the gradient of the attention block's output  ->  that of its input."""
     B, T, H = da.shape
     xp = get_array_module(da)
-    dctx = backward_linear(ops, da, c["attn_out"], w.attn_out, add)
+    dctx = backward_linear(ops, da, c["attn_out"], w.attn_out, add, half_dx=True)
     # dq, dk, dv: (B, A, T, D) each -> (B, T, 3, A, D) -> (B, T, 3H), the inverse of the forward split
     grads = ops.attention_backward(ops.split_heads(dctx, c["attention"].q.shape[1]), c["attention"])
     dqkv = xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H)
-    return backward_linear(ops, dqkv, c["qkv"], w.qkv, add)
+    return backward_linear(ops, dqkv, c["qkv"], w.qkv, add, half_dx=True)     # LayerNorm's kernels widen it
 
 
 def _ffn_block(ops, h, w: LayerWeights, config, c):
-    """GELU(h W_in^T + b_in) W_out^T + b_out: H -> I -> H (the dropout after it is the residual
-    connection's); its caches go into ``c``."""
-    f, c["ffn_in"] = ops.linear_forward(h, w.ffn_in.weight, w.ffn_in.bias)
-    f, c["gelu"] = ops.gelu_forward(f, gelu_kind(config.hidden_act))
-    f, c["ffn_out"] = ops.linear_forward(f, w.ffn_out.weight, w.ffn_out.bias)
+    """GELU(h W_in^T + b_in) W_out^T: H -> I -> H, without b_out, which the op that reads it adds, as
+    the attention block leaves b_o; its caches go into ``c``.  The GELU adds b_in as it reads the
+    product, and in mixed precision gives the float16 operand of the next product (and takes its
+    gradient so)."""
+    f, c["ffn_in"] = ops.linear_forward(h, w.ffn_in.weight, None)
+    f, c["gelu"] = ops.gelu_forward(f, gelu_kind(config.hidden_act), bias=w.ffn_in.bias,
+                                    half_out=w.ffn_out.weight.dtype == np.float16)
+    f, c["ffn_out"] = ops.linear_forward(f, w.ffn_out.weight, None)
     return f
 
 
 def _ffn_block_backward(ops, df, c, w: LayerWeights, add):
     """df: (B, T, H), the gradient of the feed-forward block's output  ->  that of its input."""
-    df = backward_linear(ops, df, c["ffn_out"], w.ffn_out, add)
-    return backward_linear(ops, ops.gelu_backward(df, c["gelu"]), c["ffn_in"], w.ffn_in, add)
+    df = backward_linear(ops, df, c["ffn_out"], w.ffn_out, add, half_dx=True)
+    return backward_linear(ops, ops.gelu_backward(df, c["gelu"]), c["ffn_in"], w.ffn_in, add, half_dx=True)

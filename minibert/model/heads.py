@@ -59,8 +59,8 @@ def heads_forward(ops, h, pooled, w: HeadWeights, config, mlm_labels, positions=
     else:
         positions, hm = None, h
     c = {"shape": h.shape, "positions": positions}
-    t, c["dense"] = ops.linear_forward(hm, w.dense.weight, w.dense.bias)
-    t, c["gelu"] = ops.gelu_forward(t, gelu_kind(config.hidden_act))
+    t, c["dense"] = ops.linear_forward(hm, w.dense.weight, None)        # the GELU adds the bias
+    t, c["gelu"] = ops.gelu_forward(t, gelu_kind(config.hidden_act), bias=w.dense.bias)
     t, c["ln"] = ops.layernorm_forward(t, w.norm.gamma, w.norm.beta, config.layer_norm_eps)
     mlm_logits, c["decoder"] = ops.linear_forward(t, w.decoder.weight, w.decoder.bias)
     # NSP head on the pooled [CLS]
@@ -90,13 +90,13 @@ def heads_backward(ops, c, mlm_ce, nsp_ce, w: HeadWeights, loss_scale, add, dtyp
     dpooled = None
     if nsp_ce is not None:
         dnsp = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, nsp_ce.denom, nsp_count), nsp_ce)
-        dpooled = backward_linear(ops, dnsp, c["nsp"], w.nsp, add)
+        dpooled = backward_linear(ops, dnsp, c["nsp"], w.nsp, add, half_dx=True)     # tanh's backward widens it
     B, T, H = c["shape"]
     dh = get_array_module(w.norm.gamma).zeros((B, T, H), dtype=dtype)
     if mlm_ce is not None:
         dlogits = ops.softmax_cross_entropy_backward(loss_weight(loss_scale, mlm_ce.denom, mlm_count), mlm_ce)
         # the tied decoder's share of the word-embedding gradient (the embedding adds its own later)
-        dt = backward_linear(ops, dlogits, c["decoder"], w.decoder, add)
+        dt = backward_linear(ops, dlogits, c["decoder"], w.decoder, add, half_dx=True)  # LayerNorm's widens it
         del dlogits                     # (N, V): freed before the encoder's backward
         dt = backward_norm(ops, dt, c["ln"], w.norm, add)
         dhm = backward_linear(ops, ops.gelu_backward(dt, c["gelu"]), c["dense"], w.dense, add)

@@ -6,18 +6,20 @@ from typing import NamedTuple
 from ..backend import erf_fn
 from ..constants import GELU_TANH_C, INV_SQRT_2, INV_SQRT_2PI, SQRT_2_OVER_PI
 from .common import get_array_module
+from .linear import to_half
 
 GELU_FORMS = ("none", "tanh")
 
 
 class GeluCache(NamedTuple):
-    """The input, and Phi(x) (exact form) or tanh(u) (tanh form); the other is None."""
+    """The input (with the bias added, if one was), and Phi(x) (exact form) or tanh(u) (tanh form);
+    the other is None."""
     x: object
     cdf: object
     t: object
 
 
-def gelu_forward(x, approximate="none"):
+def gelu_forward(x, approximate="none", bias=None, half_out=False):
     """GELU(x) = x * Phi(x), Phi the standard normal CDF.
 
     approximate="none": exact, Phi(x) = (1 + erf(x / sqrt 2)) / 2
@@ -25,15 +27,26 @@ def gelu_forward(x, approximate="none"):
     approximate="tanh": Phi(x) ~ (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2,
         the form google-research/bert used (HF ``"gelu_new"``).
     x: any shape -> same shape; cache ``GeluCache``
+
+    ``bias`` (the last axis's size, or None): GELU(x + bias), the bias of the linear layer
+    before, which then makes its product alone (``linear_forward(x, W, None)``): a kernel
+    adds it as it reads x.  Its gradient is the sum of dx over the rows, which that linear
+    layer's backward makes.  In mixed precision x is the float16 product and the sum is
+    float32.  ``half_out``: y rounded to float16, the operand of the next product (mixed
+    precision).
     """
     xp = get_array_module(x)
+    if bias is not None:
+        x = x + bias
     if approximate == "none":
         cdf = 0.5 * (1.0 + erf_fn(xp)(x * INV_SQRT_2))
-        return x * cdf, GeluCache(x, cdf, None)
-    if approximate == "tanh":
+        y, cache = x * cdf, GeluCache(x, cdf, None)
+    elif approximate == "tanh":
         t = xp.tanh(SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x))
-        return 0.5 * x * (1.0 + t), GeluCache(x, None, t)
-    raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        y, cache = 0.5 * x * (1.0 + t), GeluCache(x, None, t)
+    else:
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return (to_half(y) if half_out else y), cache
 
 
 def gelu_backward(dy, cache):
@@ -41,6 +54,8 @@ def gelu_backward(dy, cache):
 
     For the tanh form, with u = sqrt(2/pi) (x + c x^3) and t = tanh u:
         d/dx = (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2) / 2
+
+    dy may come in float16 (mixed precision's product): it widens exactly in the product.
     """
     x, cdf, t = cache
     xp = get_array_module(x)
@@ -59,7 +74,8 @@ def tanh_forward(x):
 
 
 def tanh_backward(dy, cache):
-    """dtanh/dx = 1 - tanh^2."""
+    """dtanh/dx = 1 - tanh^2.  dy may come in float16 (mixed precision's product): it widens exactly
+    in the product."""
     y = cache
     return dy * (1.0 - y * y)
 

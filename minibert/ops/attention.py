@@ -57,16 +57,18 @@ def dead_sequences(mask_bias):
 
 def operand(a, like):
     """``a`` as a product's operand in ``like``'s precision: rounded to float16 in mixed precision
-    (``like`` float16), else as it is."""
-    return to_half(a) if like.dtype == np.float16 else a
+    (``like`` float16) unless it comes so, else as it is."""
+    return to_half(a) if like.dtype == np.float16 and a.dtype != np.float16 else a
 
 
-def product(a, b):
+def product(a, b, widen=True):
     """a @ b over the last two axes.  Float16 operands (mixed precision) are multiplied as a GPU's
     tensor cores do, float32 sums rounded to float16 (``half_matmul``), and the result widened to
-    float32 for the softmax and the gradients around it."""
+    float32 for the softmax and the gradients around it, or, ``widen=False``, left in float16 for a
+    linear layer's product (``ops.linear``), which takes it so."""
     if a.dtype == np.float16:
-        return half_matmul(a, b).astype(np.float32)
+        c = half_matmul(a, b)
+        return c.astype(np.float32) if widen else c
     return a @ b
 
 
@@ -80,7 +82,8 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     Returns (out, ``AttentionCache``).
 
     In mixed precision q, k and v come in float16: both products take float16 operands
-    (P rounded to float16 for the second), and S, the softmax and the dropout stay float32.
+    (P rounded to float16 for the second), S, the softmax and the dropout stay float32, and
+    out is the float16 product, the operand of the output projection's.
     """
     check_attention(q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1])
@@ -90,7 +93,7 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     probs, _ = softmax_forward(scores, axis=-1)
     probs_d, mask = dropout_forward(probs, dropout_p, rng, train)
     probs_d = operand(probs_d, q)
-    out = product(probs_d, v)
+    out = product(probs_d, v, widen=False)
     return out, AttentionCache(q, k, v, probs, probs_d, mask, scale, dead_sequences(mask_bias))
 
 
@@ -100,7 +103,9 @@ def attention_backward(dout, cache):
         dv = P'^T dout;  dP' = dout v^T;  dS = softmax'(dropout'(dP')) / sqrt(D)
         dq = dS k;       dk = dS^T q
     The mask bias is a constant, so it only acts through the softmax.  In mixed precision
-    (float16 q, k, v) the products take dout and dS rounded to float16, as the forward's did.
+    (float16 q, k, v) the products take dout and dS rounded to float16, as the forward's did
+    (dout may come so), and dq, dk, dv are their float16 results, the operand of the input
+    projection's products (its bias gradient sums them in float32).
 
     One corner case: in a sequence whose keys are all masked, every score is
     q.k/sqrt(D) plus the most negative float, and in floating point that sum
@@ -112,14 +117,14 @@ def attention_backward(dout, cache):
     """
     q, k, v = cache.q, cache.k, cache.v
     dout = operand(dout, q)
-    dv = product(cache.probs_d.swapaxes(-1, -2), dout)
+    dv = product(cache.probs_d.swapaxes(-1, -2), dout, widen=False)
     dprobs = dropout_backward(product(dout, v.swapaxes(-1, -2)), cache.drop_mask)
     dscores = softmax_backward(dprobs, (cache.probs, -1)) * cache.scale
     if cache.dead is not None:
         dscores[cache.dead] = 0
     dscores = operand(dscores, q)
-    dq = product(dscores, k)
-    dk = product(dscores.swapaxes(-1, -2), q)
+    dq = product(dscores, k, widen=False)
+    dk = product(dscores.swapaxes(-1, -2), q, widen=False)
     return dq, dk, dv
 
 

@@ -41,8 +41,11 @@ def layernorm_backward(dy, cache):
     With g = dy * gamma, the mean and variance both depend on every x in the
     row, which gives the two correction terms:
         dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+
+    dy may come in float16 (a linear layer's dx in mixed precision): it is widened first.
     """
     xhat, rstd, gamma = cache
+    dy = dy.astype(xhat.dtype, copy=False)
     H = dy.shape[-1]
     dgamma = (dy * xhat).reshape(-1, H).sum(axis=0)
     dbeta = dy.reshape(-1, H).sum(axis=0)

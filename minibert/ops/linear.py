@@ -11,9 +11,10 @@ from .common import require
 
 def check_linear(x, W, b) -> None:
     """The shapes ``linear_forward`` accepts, with a message that says which one is wrong."""
-    require(W.ndim == 2 and b.shape == (W.shape[0],) and x.ndim >= 1 and x.shape[-1] == W.shape[1],
-            f"linear_forward: x {tuple(x.shape)}, W {tuple(W.shape)}, b {tuple(b.shape)}; "
-            f"W is (out, in), so x must end in in = W.shape[1] and b be (out,)")
+    require(W.ndim == 2 and (b is None or b.shape == (W.shape[0],)) and x.ndim >= 1
+            and x.shape[-1] == W.shape[1],
+            f"linear_forward: x {tuple(x.shape)}, W {tuple(W.shape)}, b {None if b is None else tuple(b.shape)}; "
+            f"W is (out, in), so x must end in in = W.shape[1] and b be (out,) or None")
 
 
 def to_half(a):
@@ -22,7 +23,7 @@ def to_half(a):
         return a.astype(np.float16)
 
 
-def linear_forward(x, W, b):
+def linear_forward(x, W, b, half_out=False):
     """y = x W^T + b, with W in PyTorch's [out, in] layout.
 
     x: (..., in); W: (out, in); b: (out,)  ->  y: (..., out); cache (x, W)
@@ -31,36 +32,52 @@ def linear_forward(x, W, b):
     one BLAS call, where a (B, T, in) @ (in, out) product would be B calls.
 
     A float16 ``W`` (mixed precision, see ``half_matmul``) makes the product
-    a half-precision one: x is rounded to float16 and kept so for the
-    backward, and y comes back in b's dtype (float32).
+    a half-precision one: x is rounded to float16 (unless it comes so) and
+    kept so for the backward, and y comes back in b's dtype (float32), or,
+    with ``half_out``, rounded to float16 for a next product that takes it so
+    (attention's q, k and v).  ``half_out`` is about mixed precision only: a
+    float32 W ignores it.
+
+    ``b=None``: the product alone (float16 in mixed precision), for an op
+    that adds the bias itself as it reads the product (the ``bias`` of
+    ``gelu_forward`` and ``dropout_add_layernorm_forward``); the backward
+    is the same, its db that bias's gradient.
     """
     check_linear(x, W, b)
     out_shape = x.shape[:-1] + (W.shape[0],)
     if W.dtype == np.float16:
-        x16 = to_half(x)
-        # float16 + float32 promotes to float32: the widening and the bias add are one pass
-        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T) + b
+        x16 = x if x.dtype == np.float16 else to_half(x)
+        y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T)
+        if b is not None:
+            # float16 + float32 promotes to float32: the widening and the bias add are one pass
+            y = to_half(y + b) if half_out else y + b
         return y.reshape(out_shape), (x16, W)
     y = x.reshape(-1, x.shape[-1]) @ W.T
-    y += b
+    if b is not None:
+        y += b
     return y.reshape(out_shape), (x, W)
 
 
-def linear_backward(dy, cache):
+def linear_backward(dy, cache, half_dx=False):
     """dy: (..., out)  ->  dx (..., in), dW (out, in), db (out,).
 
     With x flattened to (N, in):  dx = dy W,  dW = dy^T x,  db = sum_n dy.
     In mixed precision (a float16 W) both products take dy rounded to
-    float16, and dx, dW come back in dy's dtype; db is summed from dy itself.
+    float16 (dy may come so), dW and db are float32, and dx is widened to
+    float32, or, with ``half_dx``, left the float16 product it is, for an
+    op that takes it so (attention's products) or widens it as it reads it
+    (the backward of LayerNorm, GELU, tanh).  db is summed from dy itself,
+    in float32.  A float32 W ignores ``half_dx``.
     """
     x, W = cache
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
     if W.dtype == np.float16:
-        dy16 = to_half(dy2)
-        dx = half_matmul(dy16, W).astype(dy.dtype).reshape(x.shape)
-        dW = half_matmul(dy16.T, x2).astype(dy.dtype)
-        return dx, dW, dy2.sum(axis=0)
+        dy16 = dy2 if dy2.dtype == np.float16 else to_half(dy2)
+        dx = half_matmul(dy16, W)
+        dx = (dx if half_dx else dx.astype(np.float32)).reshape(x.shape)
+        dW = half_matmul(dy16.T, x2).astype(np.float32)
+        return dx, dW, dy2.astype(np.float32, copy=False).sum(axis=0)
     dx = (dy2 @ W).reshape(x.shape)
     dW = dy2.T @ x2
     db = dy2.sum(axis=0)

@@ -13,14 +13,21 @@ class ResidualCache(NamedTuple):
     norm: LayerNormCache
 
 
-def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
+def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=None):
     """y = LayerNorm(dropout(a) + x): a sublayer's output a, dropped out, added to the residual
     stream x that went into the sublayer, and the sum normalised.
 
     a, x: (..., H); gamma, beta: (H,); eps, and dropout's p, rng, train as in ``layernorm_forward``
     and ``dropout_forward``  ->  y: (..., H); cache ``ResidualCache``.  Three steps, and the fast
     sets of ops make them in one pass over the rows.
+
+    ``bias`` (H,) or None: a is the product of the sublayer's last linear layer, made without its
+    bias (``linear_forward(x, W, None)``), and the bias is added here first, as the kernels read
+    a.  Its gradient is da summed over the rows, which that linear layer's backward makes.  In
+    mixed precision a is the float16 product and the sum float32.
     """
+    if bias is not None:
+        a = a + bias
     d, mask = dropout_forward(a, p, rng, train)
     y, norm = layernorm_forward(d + x, gamma, beta, eps)
     return y, ResidualCache(mask, norm)

@@ -9,21 +9,23 @@ import numpy as np
 from ...constants import GELU_TANH_C as _GELU_TANH_C, INV_SQRT_2 as _INV_SQRT_2
 from ...constants import INV_SQRT_2PI as _INV_SQRT_2PI, SQRT_2_OVER_PI as _SQRT_2_OVER_PI
 from ...ops.activations import GeluCache
+from ...ops.linear import to_half
 from ..erf import erf64
 from ..pool import ERF_BLOCK, for_rows, rows as _rows
 
 
-def gelu_forward(x, approximate="none"):
+def gelu_forward(x, approximate="none", bias=None, half_out=False):
     """``ops.gelu_forward`` for float32: same cache, same shapes.
 
     Exact form: Phi(x) = (1 + erf(x / sqrt 2)) / 2 and x Phi(x) are computed
     in float64 per block and rounded once (the reference rounds after each
     float32 step), so values agree with the reference to float32 rounding.
-    The tanh form repeats the reference's float32 operations exactly.
+    The tanh form repeats the reference's float32 operations exactly.  A
+    ``bias`` is added to each block as it is read (float32, as there).
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    x = np.ascontiguousarray(x)
+    x, rows_of = _with_bias(np.ascontiguousarray(x), bias)
     xr = _rows(x)
     y = np.empty_like(x)
     yr = _rows(y)
@@ -32,7 +34,7 @@ def gelu_forward(x, approximate="none"):
         cr = _rows(cdf)
 
         def block(r0, r1):
-            x64 = xr[r0:r1].astype(np.float64)
+            x64 = rows_of(r0, r1).astype(np.float64)
             c = erf64(x64 * _INV_SQRT_2)
             c += 1.0
             c *= 0.5
@@ -40,12 +42,12 @@ def gelu_forward(x, approximate="none"):
             c *= x64
             yr[r0:r1] = c
         for_rows(block, xr.shape[0], xr.shape[1], ERF_BLOCK)
-        return y, GeluCache(x, cdf, None)
+        return (to_half(y) if half_out else y), GeluCache(x, cdf, None)
     t = np.empty_like(x)
     tr = _rows(t)
 
     def block(r0, r1):
-        xb = xr[r0:r1]
+        xb = rows_of(r0, r1)
         # u = sqrt(2/pi) (x + c x^3), in the reference's order of operations
         u = np.multiply(xb, _GELU_TANH_C)
         u *= xb
@@ -58,7 +60,18 @@ def gelu_forward(x, approximate="none"):
         yb = np.multiply(xb, 0.5, out=yr[r0:r1])
         yb *= u
     for_rows(block, xr.shape[0], xr.shape[1])
-    return y, GeluCache(x, None, t)
+    return (to_half(y) if half_out else y), GeluCache(x, None, t)
+
+
+def _with_bias(x, bias):
+    """(the GELU's input, rows_of(r0, r1): its rows r0..r1): x itself, or x + bias made one block of
+    rows at a time by ``rows_of`` (a float16 x, mixed precision's product, widens in the add)."""
+    xr = _rows(x)
+    if bias is None:
+        return x, lambda r0, r1: xr[r0:r1]
+    u = np.empty(x.shape, np.result_type(x.dtype, bias.dtype))
+    ur = _rows(u)
+    return u, lambda r0, r1: np.add(xr[r0:r1], bias, out=ur[r0:r1])
 
 
 def gelu_backward(dy, cache):

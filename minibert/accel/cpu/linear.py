@@ -20,20 +20,20 @@ def half_matmul(a, b):
         return gemm(a32, b32).astype(np.float16)
 
 
-def linear_forward(x, W, b):
+def linear_forward(x, W, b, half_out=False):
     """``ops.linear_forward``: y = x W^T + b, the bias added per run of rows while they are in cache."""
     if W.dtype == np.float16:
-        return half_linear_forward(x, W, b, half_matmul)
+        return half_linear_forward(x, W, b, half_matmul, half_out)
     check_linear(x, W, b)
     y = gemm(x.reshape(-1, x.shape[-1]), W.T, b)
     return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
 
 
-def linear_backward(dy, cache):
+def linear_backward(dy, cache, half_dx=False):
     """``ops.linear_backward``: dx = dy W and dW = dy^T x by ``gemm``; db summed as there."""
     x, W = cache
     if W.dtype == np.float16:
-        return half_linear_backward(dy, cache, half_matmul)
+        return half_linear_backward(dy, cache, half_matmul, half_dx=half_dx)
     dy2 = dy.reshape(-1, dy.shape[-1])
     x2 = x.reshape(-1, x.shape[-1])
     dx = gemm(dy2, W).reshape(x.shape)

@@ -7,7 +7,9 @@ from .elementwise import dropout_backward, dropout_forward
 from .layernorm import layernorm_backward, layernorm_forward
 
 
-def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
+def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=None):
+    if bias is not None:
+        a = a + bias
     d, mask = dropout_forward(a, p, rng, train)
     y, norm = layernorm_forward(d + x, gamma, beta, eps)
     return y, ResidualCache(mask, norm)

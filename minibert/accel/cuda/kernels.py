@@ -11,7 +11,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...constants import GELU_TANH_C, INV_SQRT_2PI, SQRT_2_OVER_PI
 from . import source as cuda_source
 
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -86,23 +85,6 @@ def elementwise():
     import cupy
     ek = cupy.ElementwiseKernel
     return dict(
-        # exact GELU: cdf = (1 + erf(x / sqrt 2)) / 2;  y = x * cdf
-        gelu_fwd=ek("T x", "T y, T cdf",
-                    # 1/sqrt 2 correctly rounded: one ulp from the reference's 1.0 / math.sqrt(2.0)
-                    "cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440))); y = x * cdf;",
-                    "minibert_gelu_fwd"),
-        # d/dx = cdf + x * phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-        gelu_bwd=ek("T dy, T x, T cdf", "T dx",
-                    f"dx = dy * (cdf + x * (T({INV_SQRT_2PI!r}) * exp(T(-0.5) * x * x)));",
-                    "minibert_gelu_bwd"),
-        # tanh GELU: t = tanh(sqrt(2/pi) (x + c x^3));  y = x (1 + t) / 2
-        gelu_tanh_fwd=ek("T x", "T y, T t",
-                         f"t = tanh(T({SQRT_2_OVER_PI!r}) * (x + T({GELU_TANH_C!r}) * x * x * x));"
-                         "y = T(0.5) * x * (T(1) + t);", "minibert_gelu_tanh_fwd"),
-        gelu_tanh_bwd=ek("T dy, T x, T t", "T dx",
-                         f"T dudx = T({SQRT_2_OVER_PI!r}) * (T(1) + T(3) * T({GELU_TANH_C!r}) * x * x);"
-                         "dx = dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dudx);",
-                         "minibert_gelu_tanh_bwd"),
         # inverted dropout: mask = (u >= p) / (1 - p);  y = x * mask
         dropout_fwd=ek("T x, T u, T p, T scale", "T y, T mask",
                        "mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd"),

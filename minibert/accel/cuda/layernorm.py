@@ -18,41 +18,50 @@ from ...ops.layernorm import LayerNormCache, check_layernorm
 from ...ops.residual import ResidualCache
 from . import kernels, source
 from .kernels import applies, warp_rows
-from .ops import column_sums, dropout_forward
+from .linear import column_sums
+from .ops import dropout_forward
 
 
 def _forward(x, gamma, beta, eps, res=None):
-    """The forward kernel: y, ``LayerNormCache``; ``res``: None, or (a, u, key, how, p, scale, mask)."""
+    """The forward kernel: y, ``LayerNormCache``; ``res``: None, or (a, bias, u, key, how, p, scale, mask)
+    (a float16 a, mixed precision's product, is read as it is; bias None: none)."""
     import cupy
     H = x.shape[-1]
     rows = x.size // H
     y, xhat = cupy.empty_like(x), cupy.empty_like(x)
     rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
     t, dummy = x.dtype.type, kernels.dummy(x.dtype)
-    a, u, key, how, p, scale, mask = res if res is not None else (dummy, dummy, 0, 0, 0.0, 1.0, dummy)
+    a, bias, u, key, how, p, scale, mask = res if res is not None else (dummy, None, dummy, 0, 0, 0.0, 1.0, dummy)
+    a_half = a.dtype == np.float16
     if rows:                              # a grid of no blocks is a CUDA launch error
         kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
             *warp_rows(rows), (x, gamma, beta, y, xhat, rstd, np.int32(H), np.int64(rows), t(eps),
-                               np.int32(res is not None), a, u, np.uint64(key), np.int32(how), t(p), t(scale),
-                               mask))
+                               np.int32(res is not None), dummy if a_half else a,
+                               a if a_half else kernels.dummy(np.float16), np.int32(a_half),
+                               dummy if bias is None else bias, np.int32(bias is not None),
+                               u, np.uint64(key), np.int32(how), t(p), t(scale), mask))
     return y, LayerNormCache(xhat, rstd, gamma)
 
 
 def _backward(dy, cache, mask=None, dy_skip=None):
-    """The backward kernel: dx, dgamma, dbeta, and dx * mask (None without a mask), of dy + dy_skip."""
+    """The backward kernel: dx, dgamma, dbeta, and dx * mask (None without a mask), of dy + dy_skip
+    (dy may be float16, mixed precision's product: the kernel widens it)."""
     import cupy
     xhat, rstd, gamma = cache
     H = dy.shape[-1]
     rows = dy.size // H
-    dx = cupy.empty_like(dy)
-    dummy = kernels.dummy(dy.dtype)
-    dmasked = cupy.empty_like(dy) if mask is not None else dummy
-    total = cupy.empty_like(dy) if dy_skip is not None else dy      # what gamma and beta's sums read
+    dx = cupy.empty_like(xhat)
+    dummy = kernels.dummy(xhat.dtype)
+    dmasked = cupy.empty_like(xhat) if mask is not None else dummy
+    dy_half = dy.dtype == np.float16
+    # what gamma and beta's sums read: dy itself, or dy + dy_skip (or dy widened) written by the kernel
+    total = cupy.empty_like(xhat) if dy_skip is not None or dy_half else dy
     if rows:                              # none, e.g. a batch without a labelled MLM position
-        kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, dy.dtype)(
-            *warp_rows(rows), (dy, xhat, rstd, gamma, dx, np.int32(H), np.int64(rows), np.int32(mask is not None),
-                               mask if mask is not None else dummy, dmasked, np.int32(dy_skip is not None),
-                               dy_skip if dy_skip is not None else dummy, total))
+        kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, xhat.dtype)(
+            *warp_rows(rows), (dummy if dy_half else dy, dy if dy_half else kernels.dummy(np.float16),
+                               np.int32(dy_half), xhat, rstd, gamma, dx, np.int32(H), np.int64(rows),
+                               np.int32(mask is not None), mask if mask is not None else dummy, dmasked,
+                               np.int32(dy_skip is not None), dy_skip if dy_skip is not None else dummy, total))
     dgamma, dbeta = column_sums(total.reshape(rows, H), xhat.reshape(rows, H))
     return dx, dgamma, dbeta, dmasked if mask is not None else None
 
@@ -64,27 +73,36 @@ def layernorm_forward(x, gamma, beta, eps):
     return _forward(x, gamma, beta, eps)
 
 
+def _takes(dy, like):
+    """Whether a kernel reads dy (the backward's gradient, the residual connection's a): ``like``'s
+    dtype, or float16 (mixed precision's product), on the device, C-contiguous, of ``like``'s shape."""
+    return (kernels.on_device(dy) and dy.flags.c_contiguous and dy.shape == like.shape
+            and dy.dtype in (like.dtype, np.float16))
+
+
 def layernorm_backward(dy, cache):
-    if not applies(dy, *cache):
+    if not (applies(*cache) and _takes(dy, cache.xhat)):
         return ref.layernorm_backward(dy, cache)
     return _backward(dy, cache)[:3]
 
 
-def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train):
-    """``ops.dropout_add_layernorm_forward`` in one launch (arrays the kernel does not take: this
-    set's dropout and LayerNorm one after the other, the same numbers)."""
+def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=None):
+    """``ops.dropout_add_layernorm_forward`` in one launch, the bias added and a float16 a widened as the
+    kernel reads a (arrays the kernel does not take: this set's dropout and LayerNorm one after the
+    other, the same numbers)."""
     check_layernorm(x, gamma, beta)
-    if not applies(a, x, gamma, beta) or a.shape != x.shape:
-        d, mask = dropout_forward(a, p, rng, train)
+    takes_bias = bias is None or applies(x, bias) and bias.shape == gamma.shape
+    if not (applies(x, gamma, beta) and _takes(a, x) and takes_bias):
+        d, mask = dropout_forward(a if bias is None else a + bias, p, rng, train)
         y, norm = layernorm_forward(d + x, gamma, beta, eps)
         return y, ResidualCache(mask, norm)
     import cupy
     t, dummy = x.dtype.type, kernels.dummy(x.dtype)
     key, how, u, mask = 0, 0, dummy, None
     if train and p > 0.0:
-        mask = cupy.empty_like(a)
+        mask = cupy.empty_like(x)
         u, key, how = kernels.dropout_draws(rng, a.shape, x.dtype)
-    y, norm = _forward(x, gamma, beta, eps, (a, u, key, how, p, t(1.0 / (1.0 - p)) if how else 1.0,
+    y, norm = _forward(x, gamma, beta, eps, (a, bias, u, key, how, p, t(1.0 / (1.0 - p)) if how else 1.0,
                                              mask if mask is not None else dummy))
     return y, ResidualCache(mask, norm)
 
@@ -93,8 +111,8 @@ def dropout_add_layernorm_backward(dy, cache, dy_skip=None):
     """``ops.dropout_add_layernorm_backward`` in one launch besides the column sums: da, dx, dgamma, dbeta
     (dy + dy_skip made by the same kernel)."""
     mask, norm = cache
-    if (not applies(dy, *norm) or (mask is not None and not applies(dy, mask))
-            or (dy_skip is not None and (not applies(dy, dy_skip) or dy_skip.shape != dy.shape))):
+    if (not (applies(*norm) and _takes(dy, norm.xhat)) or (mask is not None and not applies(norm.xhat, mask))
+            or (dy_skip is not None and (not applies(norm.xhat, dy_skip) or dy_skip.shape != dy.shape))):
         ds, dgamma, dbeta = layernorm_backward(dy if dy_skip is None else dy + dy_skip, norm)
         return ref.dropout_backward(ds, mask), ds, dgamma, dbeta
     ds, dgamma, dbeta, da = _backward(dy, norm, mask, dy_skip)

@@ -12,12 +12,16 @@ and by the number of kernel launches, so each formula here is one kernel:
                       normalised row in the forward, the two row means of the
                       backward; with dropout and the residual sum before it
                       (``dropout_add_layernorm_*``), in the same kernels
-``column_sums``       the gradients of gamma, beta and a linear layer's bias: sums
-                      down the columns, each warp reading along a row; in mixed
-                      precision the same pass rounds a linear layer's dy to the
-                      float16 operand of its two products
-``gelu_*``            exact (erf) and tanh GELU, forward and backward, one
-                      elementwise kernel each
+``linear_*``,         in ``linear.py``: the products by cuBLAS; the gradients of
+``column_sums``       gamma, beta and a linear layer's bias as sums down the
+                      columns, each warp reading along a row; in mixed precision
+                      the same pass rounds a linear layer's dy to the float16
+                      operand of its two products, and q, k, v come rounded by
+                      the pass that adds their bias
+``gelu_*``            in ``gelu.py``: exact (erf) and tanh GELU, forward and
+                      backward, one kernel each; the forward adds the linear
+                      layer's bias first, and in mixed precision reads the
+                      float16 product and writes the next product's operand
 ``dropout_forward``   mask and product in one kernel.  A GPU model's generator is
                       counter-based (``accel/counter_rng.py``): the kernel
                       computes each element's uniform from the step's key and
@@ -55,95 +59,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import ops as ref
-from ...ops.activations import GeluCache
 from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
-from ...ops.linear import to_half
-from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
 from .kernels import applies, warp_rows
-
-
-# --------------------------------------------------------------------------- linear
-def linear_forward(x, W, b):
-    """``ops.linear_forward``, with the GPU's own float16 product in mixed precision."""
-    if W.dtype != np.float16:
-        return ref.linear_forward(x, W, b)
-    return half_linear_forward(x, W, b, half_matmul)
-
-
-def linear_backward(dy, cache):
-    """``ops.linear_backward``, the bias gradient by ``column_sums`` and, in mixed precision,
-    the products by the GPU's own float16 product, their operand dy rounded to float16 by the
-    same pass that sums it, and dW left in float16: ``add_grads`` widens it as it adds it to the
-    float32 gradient (one pass over it, not two)."""
-    x, W = cache
-    if W.dtype == np.float16:
-        return half_linear_backward(dy, cache, half_matmul, sum_and_half=_sum_and_half, widen_dW=False)
-    dy2 = dy.reshape(-1, dy.shape[-1])
-    dx = (dy2 @ W).reshape(x.shape)
-    dW = dy2.T @ x.reshape(-1, x.shape[-1])
-    return dx, dW, column_sums(dy2)[1]
-
-
-def _sum_and_half(dy2):
-    """dy2 (N, out) -> (its column sums, dy2 in float16), in one pass where ``column_sums`` can."""
-    xp = get_array_module(dy2)
-    dy16 = xp.empty_like(dy2, dtype=np.float16)       # (of dy2's kind: the CPU stand-in needs that)
-    return column_sums(dy2, a16=dy16)[1], dy16
-
-
-# --------------------------------------------------------------------- column sums
-def column_sums(a, b=None, a16=None):
-    """Sums over the rows of a (rows, H) array: (sum of a * b or None, sum of a), each (H,).
-
-    CuPy's own reduction along the rows of a C-ordered array runs one column per group of
-    threads, reading with a stride of H; this kernel reads along the rows instead, and its last
-    block adds the partial sums (one launch).  ``a16``: None, or a float16 array of a's shape
-    that the same pass fills with a rounded to float16 (``ops.linear.to_half``'s numbers) for a
-    float32 a: mixed precision's operand of a linear layer's backward products."""
-    import cupy
-    both, half = b is not None, a16 is not None
-    if (not (applies(a, b) if both else applies(a)) or a.ndim != 2 or not a.size
-            or a.shape[1] > 32 * source.COLSUM_MAX_GROUPS
-            or half and not (a.dtype == np.float32 and a16.dtype == np.float16 and a16.shape == a.shape
-                             and a16.flags.c_contiguous)):
-        if half:
-            a16[...] = to_half(a)
-        return ((a * b).sum(axis=0) if both else None), a.sum(axis=0)
-    rows, H = a.shape
-    col_blocks = (H + 31) // 32
-    G = int(max(1, min((rows + 7) // 8, 1024 // col_blocks)))     # about 1024 blocks in all
-    part = cupy.empty((G, 2, H), dtype=a.dtype)
-    out = cupy.empty(2 * H, dtype=a.dtype)
-    kernels.kernel("colsum", source.COLSUM, a.dtype)(
-        (G * col_blocks,), (256,),
-        (a, b if both else kernels.dummy(a.dtype), np.int32(both), a16 if half else kernels.dummy(np.float16),
-         np.int32(half), part, kernels.tickets(), out, np.int64(rows), np.int32(H), np.int32(col_blocks)))
-    return (out[:H] if both else None), out[H:]
-
-
-# ----------------------------------------------------------------------------- gelu
-def gelu_forward(x, approximate="none"):
-    if not applies(x):
-        return ref.gelu_forward(x, approximate)
-    k = kernels.elementwise()
-    if approximate == "none":
-        y, cdf = k["gelu_fwd"](x)
-        return y, GeluCache(x, cdf, None)
-    if approximate == "tanh":
-        y, t = k["gelu_tanh_fwd"](x)
-        return y, GeluCache(x, None, t)
-    raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-
-
-def gelu_backward(dy, cache):
-    x, cdf, t = cache
-    if not applies(dy, x, cdf if t is None else t):
-        return ref.gelu_backward(dy, cache)
-    k = kernels.elementwise()
-    return k["gelu_bwd"](dy, x, cdf) if t is None else k["gelu_tanh_bwd"](dy, x, t)
 
 
 # -------------------------------------------------------------------------- dropout
@@ -173,16 +93,10 @@ class AttentionCache(NamedTuple):
 
 
 def raw_product(a, b):
-    """a @ b as the kernels take it: in mixed precision the float16 product, not widened (the kernel
-    reads float16 and computes in float32, as ``product`` followed by the reference's kernel would)."""
+    """``ops.attention.product(a, b, widen=False)`` with the GPU's own float16 product (tensor cores):
+    in mixed precision the float16 product, not widened (a kernel reads float16 and computes in
+    float32, as the reference's widening followed by its kernel would)."""
     return half_matmul(a, b) if a.dtype == np.float16 else a @ b
-
-
-def product(a, b):
-    """``ops.attention.product`` with the GPU's own float16 product (tensor cores): ``raw_product``
-    widened to float32."""
-    c = raw_product(a, b)
-    return c.astype(np.float32) if c.dtype == np.float16 else c
 
 
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
@@ -195,7 +109,7 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     scale = 1.0 / math.sqrt(q.shape[-1])
     probs, probs_d, keep, inv_keep, dead = attention_probs(raw_product(q, k.swapaxes(-1, -2)), scale, mask_bias,
                                                            dropout_p, rng, train)
-    out = product(probs_d, v)
+    out = raw_product(probs_d, v)             # float16 in mixed precision, as the reference's
     return out, AttentionCache(q, k, v, probs, probs_d, keep, inv_keep, scale, dead)
 
 
@@ -203,10 +117,10 @@ def attention_backward(dout, cache):
     """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
     q, k, v = cache.q, cache.k, cache.v
     dout = operand(dout, q)
-    dv = product(cache.probs_d.swapaxes(-1, -2), dout)
+    dv = raw_product(cache.probs_d.swapaxes(-1, -2), dout)
     dscores = attention_dscores(raw_product(dout, v.swapaxes(-1, -2)), cache.probs, cache.keep,
                                 cache.inv_keep, cache.scale, cache.dead)     # float16 in mixed precision
-    return product(dscores, k), product(dscores.swapaxes(-1, -2), q), dv
+    return raw_product(dscores, k), raw_product(dscores.swapaxes(-1, -2), q), dv
 
 
 def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):

@@ -94,12 +94,14 @@ ROWS_PER_BLOCK = 8
 #   mean = sum(x) / H;  var = sum((x - mean)^2) / H;  rstd = 1 / sqrt(var + eps)
 #   xhat = (x - mean) * rstd;  y = xhat * gamma + beta
 # With has_res (the post-LN residual connection, ``residual.py``) what is normalised is
-# dropout(a) + x instead: the sum is made first, into y, with dropout's mask (0 or 1 / (1 - p)) from
-# the uniforms u (how = 1) or counter_uniform(key, k) (how = 2), none without dropout (how = 0).
+# dropout(a + bias) + x instead: the sum is made first, into y, with dropout's mask (0 or 1 / (1 - p))
+# from the uniforms u (how = 1) or counter_uniform(key, k) (how = 2), none without dropout (how = 0);
+# a is read from ah as float16 bits where a_half (mixed precision's product), the bias added if has_bias.
 LAYERNORM_FWD = r"""
 extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* beta, T* y, T* xhat,
                                          T* rstd, const int H, const long long rows, const T eps,
-                                         const int has_res, const T* a, const T* u, const unsigned long long key,
+                                         const int has_res, const T* a, const unsigned short* ah, const int a_half,
+                                         const T* bias, const int has_bias, const T* u, const unsigned long long key,
                                          const int how, const T p, const T scale, T* mask) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
@@ -108,7 +110,8 @@ extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* be
     if (has_res) {                        // each lane reads back below only what it wrote here
         for (int j = lane; j < H; j += 32) {
             const long long k = row * H + j;
-            T d = a[k];
+            T d = a_half ? T(half_to_float(ah[k])) : a[k];
+            if (has_bias) d = d + bias[j];
             if (how) {
                 const T m = (how == 2 ? counter_uniform(key, k) : u[k]) >= p ? scale : T(0);
                 mask[k] = m;
@@ -137,20 +140,26 @@ extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* be
 # LayerNorm backward (input gradient), one warp per row, with g = dy * gamma:
 #   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 # and with has_mask, also dx * mask into dmasked (the residual connection's gradient through dropout);
-# with has_skip, dy is dy + dy_skip, written into total (for the column sums of gamma and beta).
+# with has_skip, dy is dy + dy_skip, written into total (for the column sums of gamma and beta);
+# a float16 dy (dy_half: a linear layer's dx in mixed precision) is read from dyh, widened into total.
 LAYERNORM_BWD = r"""
-extern "C" __global__ void layernorm_bwd(const T* dy, const T* xhat, const T* rstd, const T* gamma,
+extern "C" __global__ void layernorm_bwd(const T* dy, const unsigned short* dyh, const int dy_half, const T* xhat,
+                                         const T* rstd, const T* gamma,
                                          T* dx, const int H, const long long rows, const int has_mask,
                                          const T* mask, T* dmasked, const int has_skip, const T* dy_skip,
                                          T* total) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;
     const int lane = threadIdx.x & 31;
-    const T* d = has_skip ? total + row * H : dy + row * H;
+    const int write_total = has_skip || dy_half;      // the float32 gradient, for gamma's and beta's sums
+    const T* d = write_total ? total + row * H : dy + row * H;
     const T* xh = xhat + row * H;
     T a = 0, b = 0;
     for (int j = lane; j < H; j += 32) {
-        if (has_skip) total[row * H + j] = dy[row * H + j] + dy_skip[row * H + j];   // read back by this lane
+        if (write_total) {                            // read back by this lane
+            const T v = dy_half ? T(half_to_float(dyh[row * H + j])) : dy[row * H + j];
+            total[row * H + j] = has_skip ? v + dy_skip[row * H + j] : v;
+        }
         T g = d[j] * gamma[j]; a += g; b += g * xh[j];
     }
     const T mean_g = warp_sum(a) / T(H);
@@ -257,58 +266,9 @@ extern "C" __global__ void attention_bwd(D_T* dp, const T* probs, const unsigned
 
 
 
-# Column sums of (rows, H) arrays, for the parameters every row shares (LayerNorm's gamma and
-# beta, a linear layer's bias):
-#   prod[j] = sum_r a[r, j] * b[r, j]  (when has_b);   plain[j] = sum_r a[r, j]
-# The sum runs along the slow axis.  A block of 256 threads is 32 columns by 8 row lanes, so that
-# each warp reads 32 neighbouring values of one row (one 128-byte line); the G blocks stacked
-# along the rows each write one partial sum per column into part (G, 2, H).  Each group of 32
-# columns has a ticket: the last of its G blocks to finish (each takes a number once its partials
-# are written) adds the group's partials in a fixed order, writes them to out (2, H) and puts the
-# ticket back to 0 for the next launch.  One launch, and no atomics on the sums: the same input
-# gives the same bits.
-COLSUM_MAX_GROUPS = 4096    # tickets: at most this many groups of 32 columns (H up to 131,072)
-COLSUM = r"""
-extern "C" __global__ void colsum(const T* a, const T* b, const int has_b, unsigned short* a16, const int has_a16,
-                                  T* part, unsigned int* ticket, T* out, const long long rows, const int H,
-                                  const int col_blocks) {
-    __shared__ T sp[256];
-    __shared__ T sq[256];
-    __shared__ bool last;
-    const int lane = threadIdx.x & 31, lane_row = threadIdx.x >> 5;
-    const int G = gridDim.x / col_blocks, g = blockIdx.x / col_blocks, cb = blockIdx.x % col_blocks;
-    const int j = cb * 32 + lane;
-    T p = 0, q = 0;
-    if (j < H)
-        for (long long r = (long long)g * 8 + lane_row; r < rows; r += (long long)G * 8) {
-            const T x = a[r * H + j];
-            q += x;
-            if (has_b) p += x * b[r * H + j];
-            if (has_a16) a16[r * H + j] = float_to_half((float)x);     // each element read once: its copy
-        }
-    sp[threadIdx.x] = p;
-    sq[threadIdx.x] = q;
-    __syncthreads();
-    if (lane_row == 0 && j < H) {
-        for (int k = 1; k < 8; ++k) { p += sp[k * 32 + lane]; q += sq[k * 32 + lane]; }
-        part[(long long)g * 2 * H + j] = p;
-        part[(long long)g * 2 * H + H + j] = q;
-        __threadfence();                  // the partials reach global memory before the ticket is taken
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket + cb, 1u) == (unsigned int)(G - 1);
-    __syncthreads();
-    if (!last) return;
-    // every block of this group has written its partials: read them from L2, past this SM's own cache
-    const int c = cb * 32 + (threadIdx.x & 31), which = threadIdx.x >> 5;    // which 0: prod, 1: plain
-    if (which < 2 && c < H) {
-        T s = 0;
-        for (int k = 0; k < G; ++k) s += __ldcg(part + (long long)k * 2 * H + which * H + c);
-        out[which * H + c] = s;
-    }
-    if (threadIdx.x == 0) ticket[cb] = 0u;
-}
-"""
+# The tickets of the kernels whose last block finishes the work (the column sums, in ``linear.py``;
+# the loss's and the bookkeeping's means): at most this many groups of 32 columns (H up to 131,072).
+COLSUM_MAX_GROUPS = 4096
 
 
 # Many adds in one launch, dst_k[j] += src_k[j] for every pair k (``grads.py``).  table holds four
