@@ -94,6 +94,8 @@ static inline void __syncthreads() { emu::wait_at(0); }
 static inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { const unsigned int old = *p; *p += v; return old; }
 static inline void __threadfence() {}
 template <class V> static inline V __ldcg(const V* p) { return *p; }   // a load that skips L1: here, a load
+static inline float __fmul_rn(float a, float b) { return a * b; }      // never fused: ISO C++ does not
+static inline double __dmul_rn(double a, double b) { return a * b; }   // contract (GCC's -std=c++17)
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }

@@ -117,6 +117,12 @@ def _cases(concept, xp, dtype, rng):
         if dtype == "float32":         # mixed precision: the float16 product in, the float16 operand out
             out += [((x.astype(np.float16), form), {"bias": b, "half_out": True}, {}) for form in ("none", "tanh")]
         return out
+    if concept == "tanh":                  # the pooler's, with the bias of its linear layer
+        x, b = a(9, 40, scale=2.0), a(40)
+        out = [((x,), {}, {}), ((x,), {"bias": b}, {})]
+        if dtype == "float32":             # mixed precision: the float16 product in
+            out.append(((x.astype(np.float16),), {"bias": b}, {}))
+        return out
     if concept == "dropout":
         return [((a(20, 33), 0.3, _draws(xp, dtype), True), {}, {})]
     if concept == "attention":
@@ -200,7 +206,7 @@ def _check_pair_op(op, ns, xp, dtype, rng):
 
 
 # the backward ops that take the float16 dx of a linear layer in mixed precision
-HALF_GRADIENT = ("layernorm", "dropout_add_layernorm", "gelu")
+HALF_GRADIENT = ("layernorm", "dropout_add_layernorm", "gelu", "tanh")
 
 
 def _check_half_matmul(ns, xp, dtype, rng):
@@ -246,6 +252,17 @@ def _check_uniform(ns, xp, dtype, rng):
     for s in shapes:
         np.testing.assert_array_equal(ns.uniform(gen, s, np.float32), ops.uniform(gen_ref, s, np.float32))
     assert gen.bit_generator.state == gen_ref.bit_generator.state
+
+
+def _check_attention_mask_bias(ns, xp, dtype, rng):
+    """The additive mask from masks of ints (the model's) and of bools, a sequence all padding among
+    them: the reference's numbers, bit for bit, and its (B, 1, 1, T) shape."""
+    mask = (rng.random((5, 37)) < 0.7).astype(np.int64)
+    mask[2] = 0
+    for m in (mask, mask.astype(bool), mask.astype(np.int32)):
+        got, want = ns.attention_mask_bias(xp.asarray(m), dtype), ops.attention_mask_bias(m, dtype)
+        assert got.shape == want.shape == (5, 1, 1, 37) and got.dtype == want.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(_to_np(got), _to_np(want))
 
 
 def _check_add_grads(ns, xp, dtype, rng):
@@ -298,7 +315,8 @@ def _check_unscale(ns, xp, dtype, rng):
 
 
 SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform,
-           "add_grads": _check_add_grads, "clip_by_norm": _check_clip_by_norm, "unscale": _check_unscale}
+           "add_grads": _check_add_grads, "clip_by_norm": _check_clip_by_norm, "unscale": _check_unscale,
+           "attention_mask_bias": _check_attention_mask_bias}
 
 
 def kernels_of(ns):

@@ -193,6 +193,21 @@ def test_column_sums_on_the_gpu(dtype):
     check_column_sums(cupy, dtype, shapes=((1, 5), (7, 40), (1000, 33), (0, 8), (16384, 512), (608, 30522)))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_pooler_tanh_kernel_gives_the_references_bits(dtype):
+    """The pooler's tanh with its bias, forward and backward in one kernel each, where the reference's
+    expressions are CuPy kernels of their own: on a GPU both are CUDA's tanh and the same roundings
+    (the kernel's y^2 is not fused into an FMA), so the same bits."""
+    import cupy
+    from minibert import accel, ops
+    rng = np.random.default_rng(4)
+    x, b, dy = (cupy.asarray(rng.standard_normal(s).astype(dtype) * 2) for s in ((64, 256), (256,), (64, 256)))
+    (y, cache), (y_ref, cache_ref) = accel.cuda.tanh_forward(x, bias=b), ops.tanh_forward(x, bias=b)
+    np.testing.assert_array_equal(cupy.asnumpy(y), cupy.asnumpy(y_ref))
+    np.testing.assert_array_equal(cupy.asnumpy(accel.cuda.tanh_backward(dy, cache)),
+                                  cupy.asnumpy(ops.tanh_backward(dy, cache_ref)))
+
+
 def test_bias_half_on_the_gpu():
     import cupy
     from test_gpu_kernels_on_cpu import check_bias_half

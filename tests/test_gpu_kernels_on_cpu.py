@@ -14,7 +14,8 @@ import pytest
 
 import minibert as mb
 from minibert import accel, ops
-from minibert.accel.cuda import gelu as cuda_gelu, kernels as cuda_kernels, linear as cuda_linear, loss as cuda_loss
+from minibert.accel.cuda import activations as cuda_act, kernels as cuda_kernels, linear as cuda_linear
+from minibert.accel.cuda import loss as cuda_loss
 from minibert.accel.cuda import source as cuda_source
 from conftest import padded_batch
 import cuda_on_cpu
@@ -223,6 +224,15 @@ def check_bias_half(xp):
 
 def test_bias_half_rounds_as_to_half(kernels):
     check_bias_half(np)
+
+
+def test_a_bias_of_the_wrong_shape_is_one_clear_error(kernels):
+    x = np.ones((4, 8), np.float32)
+    with pytest.raises(ValueError, match=r"gelu_forward: .* must be \(8,\); got \(4,\)"):
+        accel.cuda.gelu_forward(x, "none", bias=np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r"dropout_add_layernorm_forward: .* must be \(8,\); got \(1, 8\)"):
+        accel.cuda.dropout_add_layernorm_forward(x, x, np.ones(8, np.float32), np.ones(8, np.float32), 1e-12, 0.0,
+                                                 None, False, bias=np.ones((1, 8), np.float32))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -529,12 +539,13 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
 
     parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
              cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_linear.COLSUM, cuda_source.ADD_MANY,
-             cuda_loss.XENT_FWD, cuda_loss.XENT_BWD, cuda_gelu.GELU_FWD, cuda_gelu.GELU_BWD, cuda_linear.BIAS_HALF]
+             cuda_loss.XENT_FWD, cuda_loss.XENT_BWD, cuda_act.ACT_FWD, cuda_act.ACT_BWD,
+             cuda_linear.BIAS_HALF]
     for k in cuda_kernels.elementwise().values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                                "gelu_fwd", "gelu_bwd", "bias_half", "colsum", "add_many", "xent_fwd",
+                                "act_fwd", "act_bwd", "bias_half", "minibert_mask_bias", "colsum", "add_many", "xent_fwd",
                                 "xent_bwd"))
     from minibert.accel.cuda import ladder     # the ladder's two softmax rungs (the others hold constants to set)
     compiles("ladder", [ladder.BLOCK_SOFTMAX, ladder.WARP_SOFTMAX], ("softmax_block_rows", "softmax_warp_rows"))

@@ -217,6 +217,12 @@ def test_layers_name_a_shape_mismatch_in_one_line():
          "same B, A and D"),
         (lambda: L.softmax_cross_entropy_forward(np.ones((3, 5)), np.zeros(4, dtype=int)), r"labels \(N,\)"),
     ]
+    from minibert.accel import cpu
+    for ns in (L, cpu):           # the bias a GELU or a residual connection adds, in every set of ops
+        cases += [(lambda ns=ns: ns.gelu_forward(x, "none", bias=np.ones(4)), r"gelu_forward: .* must be \(8,\)"),
+                  (lambda ns=ns: ns.dropout_add_layernorm_forward(x, x, np.ones(8), np.ones(8), 1e-12, 0.0, None, False,
+                                                                  bias=np.ones((1, 8))),
+                   r"dropout_add_layernorm_forward: .* must be \(8,\); got \(1, 8\)")]
     for call, match in cases:
         with pytest.raises(ValueError, match=match):
             call()

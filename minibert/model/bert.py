@@ -150,8 +150,8 @@ class BertModel:
         x, caches["encoder"] = encoder_forward(ops, x, self.layers, self.final_norm, bias, c, self._uniform, train)
 
         # pooler: dense + tanh on the hidden state of [CLS] (position 0)
-        pooled, caches["pool_lin"] = ops.linear_forward(x[:, 0], self.pooler.weight, self.pooler.bias)
-        pooled, caches["pool_tanh"] = ops.tanh_forward(pooled)
+        pooled, caches["pool_lin"] = ops.linear_forward(x[:, 0], self.pooler.weight, None)   # tanh adds the bias
+        pooled, caches["pool_tanh"] = ops.tanh_forward(pooled, bias=self.pooler.bias)
         return x, pooled, caches
 
     def _encode_backward(self, dx, dpooled, caches):

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 from ..backend import erf_fn
 from ..constants import GELU_TANH_C, INV_SQRT_2, INV_SQRT_2PI, SQRT_2_OVER_PI
-from .common import get_array_module
+from .common import check_bias, get_array_module
 from .linear import to_half
 
 GELU_FORMS = ("none", "tanh")
@@ -36,6 +36,7 @@ def gelu_forward(x, approximate="none", bias=None, half_out=False):
     precision).
     """
     xp = get_array_module(x)
+    check_bias(x, bias, "gelu_forward")
     if bias is not None:
         x = x + bias
     if approximate == "none":
@@ -66,10 +67,12 @@ def gelu_backward(dy, cache):
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dudx)
 
 
-def tanh_forward(x):
-    """y = tanh(x); used by the pooler.  x: any shape; the cache is y itself."""
+def tanh_forward(x, bias=None):
+    """y = tanh(x); used by the pooler.  x: any shape; the cache is y itself.  ``bias``: tanh(x + bias),
+    the bias of the linear layer before, as ``gelu_forward`` takes it."""
     xp = get_array_module(x)
-    y = xp.tanh(x)
+    check_bias(x, bias, "tanh_forward")
+    y = xp.tanh(x if bias is None else x + bias)
     return y, y
 
 

@@ -18,6 +18,13 @@ def require(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def check_bias(x, bias, op: str) -> None:
+    """A bias that ``op`` adds along x's last axis: None, or of shape (x.shape[-1],)."""
+    require(bias is None or (x.ndim >= 1 and tuple(bias.shape) == (x.shape[-1],)),
+            f"{op}: the bias is added along x's last axis, so for x {tuple(x.shape)} it must be "
+            f"({x.shape[-1] if x.ndim else '?'},); got {None if bias is None else tuple(bias.shape)}")
+
+
 def add_grads(dsts, srcs):
     """dst += src for each pair, in order: a backward's parameter gradients added into their buffers
     (views of a model's flat gradient).  The sets of ops for the GPU do them in one launch or a few,

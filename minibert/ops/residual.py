@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .common import check_bias
 from .dropout import dropout_backward, dropout_forward
 from .layernorm import LayerNormCache, layernorm_backward, layernorm_forward
 
@@ -26,6 +27,7 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=No
     a.  Its gradient is da summed over the rows, which that linear layer's backward makes.  In
     mixed precision a is the float16 product and the sum float32.
     """
+    check_bias(a, bias, "dropout_add_layernorm_forward")
     if bias is not None:
         a = a + bias
     d, mask = dropout_forward(a, p, rng, train)

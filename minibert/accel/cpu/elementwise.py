@@ -9,6 +9,7 @@ import numpy as np
 from ...constants import GELU_TANH_C as _GELU_TANH_C, INV_SQRT_2 as _INV_SQRT_2
 from ...constants import INV_SQRT_2PI as _INV_SQRT_2PI, SQRT_2_OVER_PI as _SQRT_2_OVER_PI
 from ...ops.activations import GeluCache
+from ...ops.common import check_bias
 from ...ops.linear import to_half
 from ..erf import erf64
 from ..pool import ERF_BLOCK, for_rows, rows as _rows
@@ -25,6 +26,7 @@ def gelu_forward(x, approximate="none", bias=None, half_out=False):
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    check_bias(x, bias, "gelu_forward")
     x, rows_of = _with_bias(np.ascontiguousarray(x), bias)
     xr = _rows(x)
     y = np.empty_like(x)

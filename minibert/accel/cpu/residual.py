@@ -2,12 +2,14 @@
 dropout and LayerNorm kernels (each already one pass over its rows on the pool)."""
 from __future__ import annotations
 
+from ...ops.common import check_bias
 from ...ops.residual import ResidualCache
 from .elementwise import dropout_backward, dropout_forward
 from .layernorm import layernorm_backward, layernorm_forward
 
 
 def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=None):
+    check_bias(a, bias, "dropout_add_layernorm_forward")
     if bias is not None:
         a = a + bias
     d, mask = dropout_forward(a, p, rng, train)

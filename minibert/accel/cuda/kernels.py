@@ -85,6 +85,8 @@ def elementwise():
     import cupy
     ek = cupy.ElementwiseKernel
     return dict(
+        # attention's additive mask: 0 where a key is kept (m = 1), the most negative float where padded
+        mask_bias=ek("I m, T neg", "T b", "b = (T(1) - T(m)) * neg;", "minibert_mask_bias"),
         # inverted dropout: mask = (u >= p) / (1 - p);  y = x * mask
         dropout_fwd=ek("T x, T u, T p, T scale", "T y, T mask",
                        "mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd"),

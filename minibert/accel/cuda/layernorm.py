@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops as ref
+from ...ops.common import check_bias
 from ...ops.layernorm import LayerNormCache, check_layernorm
 from ...ops.residual import ResidualCache
 from . import kernels, source
@@ -91,6 +92,7 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=No
     kernel reads a (arrays the kernel does not take: this set's dropout and LayerNorm one after the
     other, the same numbers)."""
     check_layernorm(x, gamma, beta)
+    check_bias(a, bias, "dropout_add_layernorm_forward")
     takes_bias = bias is None or applies(x, bias) and bias.shape == gamma.shape
     if not (applies(x, gamma, beta) and _takes(a, x) and takes_bias):
         d, mask = dropout_forward(a if bias is None else a + bias, p, rng, train)

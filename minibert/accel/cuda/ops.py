@@ -18,10 +18,10 @@ and by the number of kernel launches, so each formula here is one kernel:
                       the same pass rounds a linear layer's dy to the float16
                       operand of its two products, and q, k, v come rounded by
                       the pass that adds their bias
-``gelu_*``            in ``gelu.py``: exact (erf) and tanh GELU, forward and
-                      backward, one kernel each; the forward adds the linear
-                      layer's bias first, and in mixed precision reads the
-                      float16 product and writes the next product's operand
+``gelu_*``, ``tanh_*``  in ``activations.py``: exact (erf) and tanh GELU, and tanh,
+                      forward and backward, one kernel each; the forward adds the
+                      linear layer's bias first, and in mixed precision reads the
+                      float16 product and (GELU) writes the next product's operand
 ``dropout_forward``   mask and product in one kernel.  A GPU model's generator is
                       counter-based (``accel/counter_rng.py``): the kernel
                       computes each element's uniform from the step's key and
@@ -29,13 +29,14 @@ and by the number of kernel launches, so each formula here is one kernel:
                       any other generator it reads the draws.  Either way the
                       numbers are those the reference would use, so the same
                       seed drops the same entries on both paths
-``attention_*``       scale, mask bias, softmax and dropout (its uniforms
-                      computed in place from the key, as above) in one kernel, a
-                      warp per score row; the backward's dropout and softmax
-                      Jacobian in one more; in mixed precision the four products on float16
-                      operands (tensor cores, by ``gemm.py``'s direct cuBLAS call),
-                      and the kernels read the float16 product before them and
-                      write the float16 operand after them, computing in float32
+``attention_*``       the mask bias in one elementwise kernel; scale, mask bias,
+                      softmax and dropout (its uniforms computed in place from the
+                      key, as above) in one kernel, a warp per score row; the
+                      backward's dropout and softmax Jacobian in one more; in
+                      mixed precision the four products on float16 operands
+                      (tensor cores, by ``gemm.py``'s direct cuBLAS call), and the
+                      kernels read the float16 product before them and write the
+                      float16 operand after them, computing in float32
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
 ``unscale``, ``clip_by_norm``  the gradients scaled by a factor each thread makes from a
                       number on the device (mixed precision's loss scale, the norm)
@@ -90,6 +91,17 @@ class AttentionCache(NamedTuple):
     inv_keep: float      # 1 / (1 - p), what a kept probability was multiplied by
     scale: float         # 1 / sqrt(D)
     dead: object         # (B,) bool: sequences whose every key is masked, or None
+
+
+def attention_mask_bias(attention_mask, dtype):
+    """``ops.attention_mask_bias`` in one elementwise kernel, (1 - mask) * the most negative float, where
+    the reference's expression is three launches."""
+    dtype = np.dtype(dtype)
+    if not (kernels.on_device(attention_mask) and dtype in kernels.CTYPES):
+        return ref.attention_mask_bias(attention_mask, dtype)
+    bias = kernels.elementwise()["mask_bias"](attention_mask, dtype.type(np.finfo(dtype).min),
+                                               get_array_module(attention_mask).empty(attention_mask.shape, dtype))
+    return bias[:, None, None, :]
 
 
 def raw_product(a, b):

@@ -44,6 +44,10 @@ __device__ __forceinline__ unsigned short float_to_half(float f) {   // to neare
         return (unsigned short)(sign | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));  // ulp rounds
     return (unsigned short)(sign | (unsigned int)rintf(__int_as_float((int)a) * 16777216.0f));  // m 2^-24
 }
+// a product the compiler may not fuse with the add or subtract after it (an FMA rounds once, the
+// reference's two array expressions twice): for the same bits as the reference where it matters
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ float neg_inf(float) { return __int_as_float(0xff800000); }
 __device__ __forceinline__ double neg_inf(double) { return __longlong_as_double(0xfff0000000000000ULL); }
 __device__ __forceinline__ T warp_sum(T v) {
