@@ -89,9 +89,9 @@ def _cases(concept, xp, dtype, rng):
         if xp is np and dtype == "float32":           # mixed precision: a float16 weight
             W16 = W.astype(np.float16)
             out.append(((x, W16, b), {}, {}))
-            # attention's projections: float16 out and in (q, k, v and their gradients), and float16 dx
-            out.append(((x, W16, b), {"half_out": True}, {}))
-            out.append(((x.astype(np.float16), W16, b), {}, {"half_dx": True}))
+            # attention's projections: float16 in, no bias (the op after adds it), float16 dx
+            out.append(((x.astype(np.float16), W16, None), {}, {"half_dx": True}))
+            out.append(((x, W, None), {}, {}))
         return out
     if concept == "embedding":
         ids = rng.integers(0, 50, (6, 37))
@@ -265,6 +265,35 @@ def _check_attention_mask_bias(ns, xp, dtype, rng):
         np.testing.assert_array_equal(_to_np(got), _to_np(want))
 
 
+def _check_split_qkv(ns, xp, dtype, rng):
+    """q, k, v from the one product, its bias added, in heads: the reference's bits; in mixed precision
+    from the float16 product, rounded to float16.  A bias of the wrong length is one clear error."""
+    qkv, bias = rng.standard_normal((3, 7, 48)).astype(dtype), rng.standard_normal(48).astype(dtype)
+    cases = [(qkv, bias, False)] + ([(qkv.astype(np.float16), bias, True)] if dtype == "float32" else [])
+    for x, b, half in cases:
+        got, want = ns.split_qkv(xp.asarray(x), xp.asarray(b), 2, half_out=half), ops.split_qkv(x, b, 2, half_out=half)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape == (3, 2, 7, 8) and g.dtype == w.dtype and g.flags.c_contiguous
+            np.testing.assert_array_equal(_to_np(g), _to_np(w))
+    with pytest.raises(ValueError, match=r"split_qkv: .* bias \(3H,\); got \(47,\)"):
+        ns.split_qkv(xp.asarray(qkv), xp.asarray(bias[:47]), 2)
+
+
+def _check_merge_qkv(ns, xp, dtype, rng):
+    """split_qkv's backward: the three gradients in (B, T, 3H), the reference's bits, in their dtype
+    (float16 in mixed precision)."""
+    for dt in (dtype, np.float16) if dtype == "float32" else (dtype,):
+        grads = [rng.standard_normal((3, 2, 7, 8)).astype(dt) for _ in range(3)]
+        got, want = ns.merge_qkv(*(xp.asarray(g) for g in grads)), ops.merge_qkv(*grads)
+        assert got.shape == want.shape == (3, 7, 48) and got.dtype == want.dtype == np.dtype(dt)
+        np.testing.assert_array_equal(_to_np(got), _to_np(want))
+    # the backward of split_qkv: <dqkv, u> = sum over q, k, v of <g, split(u)>
+    u = rng.standard_normal((3, 7, 48)).astype(dtype)
+    parts = ops.split_qkv(u, np.zeros(48, dtype), 2)
+    np.testing.assert_allclose(np.vdot(_to_np(ns.merge_qkv(*(xp.asarray(g) for g in grads))), u),
+                               sum(np.vdot(g, p) for g, p in zip(grads, parts)), rtol=1e-5)
+
+
 def _check_add_grads(ns, xp, dtype, rng):
     """Adds into views of one flat buffer, two of them into the same memory (as the tied word
     embeddings get two), one into the first rows of a table, one empty, and a last call where one
@@ -316,7 +345,8 @@ def _check_unscale(ns, xp, dtype, rng):
 
 SPECIAL = {"half_matmul": _check_half_matmul, "adamw_update": _check_adamw, "uniform": _check_uniform,
            "add_grads": _check_add_grads, "clip_by_norm": _check_clip_by_norm, "unscale": _check_unscale,
-           "attention_mask_bias": _check_attention_mask_bias}
+           "attention_mask_bias": _check_attention_mask_bias, "split_qkv": _check_split_qkv,
+           "merge_qkv": _check_merge_qkv}
 
 
 def kernels_of(ns):

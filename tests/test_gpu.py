@@ -208,10 +208,10 @@ def test_the_pooler_tanh_kernel_gives_the_references_bits(dtype):
                                   cupy.asnumpy(ops.tanh_backward(dy, cache_ref)))
 
 
-def test_bias_half_on_the_gpu():
+def test_split_qkv_on_the_gpu():
     import cupy
-    from test_gpu_kernels_on_cpu import check_bias_half
-    check_bias_half(cupy)
+    from test_gpu_kernels_on_cpu import check_split_qkv
+    check_split_qkv(cupy)
 
 
 def test_float16_conversions_on_the_gpu():

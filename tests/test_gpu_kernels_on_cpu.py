@@ -15,6 +15,7 @@ import pytest
 import minibert as mb
 from minibert import accel, ops
 from minibert.accel.cuda import activations as cuda_act, kernels as cuda_kernels, linear as cuda_linear
+from minibert.accel.cuda import ops as cuda_ops
 from minibert.accel.cuda import loss as cuda_loss
 from minibert.accel.cuda import source as cuda_source
 from conftest import padded_batch
@@ -203,27 +204,34 @@ def test_column_sums_match_float64_sums(dtype, kernels):
     check_column_sums(np, dtype)
 
 
-def check_bias_half(xp):
-    """``accel.cuda.linear``'s bias_half kernel (mixed precision's q, k, v: a float16 product plus the
-    float32 bias, rounded to float16) against ``to_half(p + b)``, bit for bit: ordinary values, sums
-    beyond float16's range (inf), among its subnormals, ties to even, NaN.  Also run by test_gpu.py."""
-    from minibert.accel.cuda.linear import _bias_half
-    from minibert.ops.linear import to_half
+def check_split_qkv(xp):
+    """``accel.cuda.ops``'s split_qkv kernel against ``ops.split_qkv``, bit for bit: float32 and float64,
+    and mixed precision's float16 product in, rounded to float16 out (ordinary values, sums beyond
+    float16's range, among its subnormals, a tie to even, NaN).  Also run by test_gpu.py."""
+    from minibert.accel import cuda
     rng = np.random.default_rng(8)
-    p = (rng.standard_normal((37, 48)) * 4).astype(np.float16)
-    b = rng.standard_normal(48).astype(np.float32)
-    p[0, :4] = [60000, -60000, 1e-7, np.nan]
+    B, T, A, D = 3, 5, 2, 8                               # qkv (3, 5, 48)
+    for dtype in ("float64", "float32"):
+        qkv, bias = rng.standard_normal((B, T, 3 * A * D)).astype(dtype), rng.standard_normal(3 * A * D).astype(dtype)
+        for got, want in zip(cuda.split_qkv(xp.asarray(qkv), xp.asarray(bias), A), ops.split_qkv(qkv, bias, A)):
+            assert got.shape == (B, A, T, D) and got.flags.c_contiguous
+            np.testing.assert_array_equal(np.asarray(got.get() if hasattr(got, "get") else got), want)
+    p = (rng.standard_normal((B, T, 3 * A * D)) * 4).astype(np.float16)
+    b = rng.standard_normal(3 * A * D).astype(np.float32)
+    p[0, 0, :4] = [60000, -60000, 1e-7, np.nan]
     b[:4] = [6000.0, -6000.0, -1e-7, 1.0]                   # inf, -inf, a float16 subnormal, NaN
     b[4] = np.float32(2.0 ** -11)                           # 1 + 2^-11 is a tie: to even, 1
-    p[:, 4] = 1.0
-    want = to_half(p + b)
-    got = _bias_half(xp.asarray(p), xp.asarray(b))
-    assert got.dtype == np.float16 and got.shape == p.shape
-    np.testing.assert_array_equal(np.asarray(got.get() if hasattr(got, "get") else got), want)
+    p[:, :, 4] = 1.0
+    with np.errstate(over="ignore"):
+        want = ops.split_qkv(p, b, A, half_out=True)
+    for got, w in zip(cuda.split_qkv(xp.asarray(p), xp.asarray(b), A, half_out=True), want):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(np.asarray(got.get() if hasattr(got, "get") else got), w)
 
 
-def test_bias_half_rounds_as_to_half(kernels):
-    check_bias_half(np)
+def test_split_qkv_matches_the_reference(kernels):
+    check_split_qkv(np)
+    assert "split_qkv" in kernels
 
 
 def test_a_bias_of_the_wrong_shape_is_one_clear_error(kernels):
@@ -540,12 +548,12 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
              cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_linear.COLSUM, cuda_source.ADD_MANY,
              cuda_loss.XENT_FWD, cuda_loss.XENT_BWD, cuda_act.ACT_FWD, cuda_act.ACT_BWD,
-             cuda_linear.BIAS_HALF]
+             cuda_ops.SPLIT_QKV, cuda_ops.MERGE_QKV.replace("ELEM_T", ctype)]
     for k in cuda_kernels.elementwise().values():
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
-                                "act_fwd", "act_bwd", "bias_half", "minibert_mask_bias", "colsum", "add_many", "xent_fwd",
+                                "act_fwd", "act_bwd", "split_qkv", "merge_qkv", "minibert_mask_bias", "colsum", "add_many", "xent_fwd",
                                 "xent_bwd"))
     from minibert.accel.cuda import ladder     # the ladder's two softmax rungs (the others hold constants to set)
     compiles("ladder", [ladder.BLOCK_SOFTMAX, ladder.WARP_SOFTMAX], ("softmax_block_rows", "softmax_warp_rows"))

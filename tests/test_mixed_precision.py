@@ -95,9 +95,13 @@ def test_linear_in_half_precision_takes_and_gives_float16_where_asked():
     b = rng.normal(size=8).astype(np.float32)
     dy = rng.normal(size=(4, 8)).astype(np.float32)
     y, cache = L.linear_forward(x, W, b)
-    y16, cache16 = L.linear_forward(x, W, b, half_out=True)
-    assert y16.dtype == np.float16
-    np.testing.assert_array_equal(y16, y.astype(np.float16))             # the bias added, then rounded
+    p, _ = L.linear_forward(x, W, None)                 # the product alone: float16, the bias left to the next op
+    assert p.dtype == np.float16
+    np.testing.assert_array_equal(p + b, y)
+    # q, k, v from it: the bias added in float32, then rounded to float16, attention's operands
+    q, k, v = L.split_qkv(np.tile(p, 3)[None], np.tile(b, 3), num_heads=2, half_out=True)
+    assert q.dtype == np.float16 and q.shape == (1, 2, 4, 4) and q.flags.c_contiguous
+    np.testing.assert_array_equal(v[0].transpose(1, 0, 2).reshape(4, 8), y.astype(np.float16))
     y_from16, c = L.linear_forward(x.astype(np.float16), W, b)            # a float16 x is its own operand
     np.testing.assert_array_equal(y_from16, y)
     np.testing.assert_array_equal(c[0], cache[0])
@@ -110,9 +114,8 @@ def test_linear_in_half_precision_takes_and_gives_float16_where_asked():
     for a, b_ in zip(L.linear_backward(h, cache), L.linear_backward(h.astype(np.float32), cache)):
         assert a.dtype == np.float32
         np.testing.assert_array_equal(a, b_)
-    # a float32 layer ignores both (they are about mixed precision's operands)
+    # a float32 layer ignores half_dx (it is about mixed precision's operands)
     W32 = W.astype(np.float32)
-    np.testing.assert_array_equal(L.linear_forward(x, W32, b, half_out=True)[0], L.linear_forward(x, W32, b)[0])
     c32 = L.linear_forward(x, W32, b)[1]
     np.testing.assert_array_equal(L.linear_backward(dy, c32, half_dx=True)[0], L.linear_backward(dy, c32)[0])
 

@@ -58,10 +58,7 @@ class Device(np.ndarray):
         return np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else result
 
     def __array_function__(self, func, types_, args, kwargs):
-        if func.__name__ == "ascontiguousarray" and not all(
-                a.flags.c_contiguous for a in args[:1] if isinstance(a, np.ndarray)):
-            LAUNCHES.append(f"ascontiguousarray (a copy) at {_site()}")
-        elif func.__name__ not in VIEWS and not _inside[0]:
+        if func.__name__ not in VIEWS and not _inside[0]:
             LAUNCHES.append(f"{func.__name__} at {_site()}")
         plain = tuple(np.ndarray if t is Device else t for t in types_)
         _inside[0] += 1
@@ -79,6 +76,12 @@ class Device(np.ndarray):
     def copy(self, *args, **kwargs):
         LAUNCHES.append(f"copy at {_site()}")
         return super().copy(*args, **kwargs)
+
+    def reshape(self, *args, **kwargs):
+        out = super().reshape(*args, **kwargs)
+        if out.size and not _inside[0] and not np.may_share_memory(out, self):   # not a view: a copy
+            LAUNCHES.append(f"reshape (a copy) at {_site()}")
+        return out
 
     def __setitem__(self, index, value):
         if not _inside[0]:
@@ -177,6 +180,16 @@ def device_numpy():
 def on_gpu_stand_in(monkeypatch):
     """Models built from now on keep Device arrays and run the GPU's ops and dropout."""
     cuda_kernels_on_numpy(monkeypatch)
+    # NumPy's ascontiguousarray dispatches on its like= alone, never on its array: a copy it makes
+    # of a device array is seen here instead (on a GPU, one launch)
+    real_contiguous = np.ascontiguousarray
+
+    def contiguous(a, *args, **kwargs):
+        if isinstance(a, Device) and not _inside[0] and not (
+                a.flags.c_contiguous and kwargs.get("dtype", args[0] if args else None) in (None, a.dtype)):
+            LAUNCHES.append(f"ascontiguousarray (a copy) at {_site()}")
+        return real_contiguous(a, *args, **kwargs)
+    monkeypatch.setattr(np, "ascontiguousarray", contiguous)
     fake_cupy = __import__("sys").modules["cupy"]
     for name in ("empty", "empty_like", "zeros", "ascontiguousarray"):     # the kernels' own outputs too
         monkeypatch.setattr(fake_cupy, name, lambda *a, _f=getattr(np, name), **k: _on_device(_f(*a, **k)))

@@ -11,20 +11,14 @@ import numpy as np
 from ..ops.linear import check_linear, to_half
 
 
-def half_linear_forward(x, W, b, half_matmul, half_out=False, bias_half=None):
+def half_linear_forward(x, W, b, half_matmul):
     """``ops.linear_forward`` for a float16 ``W``: x rounded to float16 unless it comes so (and kept
-    for the backward), the product by ``half_matmul``, y back in b's dtype with the bias added, or
-    with ``half_out`` rounded to float16.  ``bias_half(p, b)``: the float16 product p plus the bias,
-    rounded to float16 (a kernel may do it in one pass; by default two)."""
+    for the backward), the product by ``half_matmul``, y back in b's dtype with the bias added (b
+    None: the float16 product alone, for the op after it to add the bias)."""
     check_linear(x, W, b)
     x16 = x if x.dtype == np.float16 else to_half(x)
     p = half_matmul(x16.reshape(-1, x.shape[-1]), W.T)
-    if b is None:                     # the product alone: the next op adds the bias (ops.linear_forward)
-        y = p
-    elif half_out:
-        y = bias_half(p, b) if bias_half is not None else to_half(p + b)
-    else:
-        y = p + b
+    y = p if b is None else p + b
     return y.reshape(x.shape[:-1] + (W.shape[0],)), (x16, W)
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-from ..ops.common import get_array_module
 from .params import ParamSpec
 
 QKV = ("query", "key", "value")
@@ -287,16 +286,13 @@ def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train,
     """self-attention(x) W_o^T: (B, T, H) -> (B, T, H), without the bias b_o, which the op that reads
     it adds (the residual connection's kernel; its dropout is the residual connection's too); its
     caches go into ``c``.  Float16 in mixed precision, the product as it is."""
-    B, T, _ = x.shape
-    A, Dh = config.num_attention_heads, config.head_dim
-    xp = get_array_module(x)
-    # self-attention: one product gives Q, K and V
-    # (B, T, 3H); in mixed precision float16, as attention's products take it (and give back its
-    # output, and take and give back its gradients: the output projection's products take them so)
-    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, w.qkv.bias, half_out=True)
-    # (B, T, 3, A, D) -> (3, B, A, T, D), copied once so that each head's (T, D)
-    # block is contiguous: the batched products of attention then run at full speed
-    q, k, v = xp.ascontiguousarray(qkv.reshape(B, T, 3, A, Dh).transpose(2, 0, 3, 1, 4))
+    # self-attention: one product gives Q, K and V, (B, T, 3H); split_qkv adds its bias and copies it
+    # into heads, (B, A, T, D) each.  In mixed precision they are float16, as attention's products
+    # take them (and give back its output, and take and give back its gradients, in float16: the
+    # output projection's products take them so)
+    qkv, c["qkv"] = ops.linear_forward(x, w.qkv.weight, None)
+    q, k, v = ops.split_qkv(qkv, w.qkv.bias, config.num_attention_heads,
+                            half_out=w.qkv.weight.dtype == np.float16)
     ctx, c["attention"] = ops.attention_forward(q, k, v, mask_bias, config.attention_probs_dropout_prob,
                                                 uniform, train)
     a, c["attn_out"] = ops.linear_forward(ops.merge_heads(ctx), w.attn_out.weight, None)
@@ -305,12 +301,10 @@ def _attention_block(ops, x, w: LayerWeights, mask_bias, config, uniform, train,
 
 def _attention_block_backward(ops, da, c, w: LayerWeights, add):
     """da: (B, T, H), the gradient of the attention block's output  ->  that of its input."""
-    B, T, H = da.shape
-    xp = get_array_module(da)
     dctx = backward_linear(ops, da, c["attn_out"], w.attn_out, add, half_dx=True)
-    # dq, dk, dv: (B, A, T, D) each -> (B, T, 3, A, D) -> (B, T, 3H), the inverse of the forward split
+    # dq, dk, dv: (B, A, T, D) each -> (B, T, 3H), split_qkv's backward
     grads = ops.attention_backward(ops.split_heads(dctx, c["attention"].q.shape[1]), c["attention"])
-    dqkv = xp.stack([g.transpose(0, 2, 1, 3) for g in grads], axis=2).reshape(B, T, 3 * H)
+    dqkv = ops.merge_qkv(*grads)
     return backward_linear(ops, dqkv, c["qkv"], w.qkv, add, half_dx=True)     # LayerNorm's kernels widen it
 
 

@@ -19,7 +19,7 @@ from .activations import (GeluCache, gelu_backward, gelu_forward, softmax_backwa
                           tanh_backward, tanh_forward)
 from .adamw import adamw_update, clip_by_norm, unscale
 from .attention import (AttentionCache, attention_backward, attention_forward, attention_mask_bias,
-                        merge_heads, split_heads)
+                        merge_heads, merge_qkv, split_heads, split_qkv)
 from .common import add_grads, get_array_module
 from .dropout import dropout_backward, dropout_forward, uniform
 from .embedding import embedding_backward, embedding_forward
@@ -34,7 +34,7 @@ OPS = ("linear_forward", "linear_backward", "half_matmul", "embedding_forward", 
        "dropout_add_layernorm_backward", "gelu_forward", "gelu_backward", "tanh_forward",
        "tanh_backward", "softmax_forward", "softmax_backward", "dropout_forward", "dropout_backward",
        "uniform", "attention_mask_bias", "attention_forward", "attention_backward", "split_heads",
-       "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update",
+       "split_qkv", "merge_qkv", "merge_heads", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward", "adamw_update",
        "unscale", "clip_by_norm", "add_grads")
 
 __all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "ResidualCache",

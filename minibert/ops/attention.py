@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .activations import softmax_backward, softmax_forward
-from .common import require
+from .common import get_array_module, require
 from .dropout import dropout_backward, dropout_forward
 from .linear import half_matmul, to_half
 
@@ -126,6 +126,39 @@ def attention_backward(dout, cache):
     dq = product(dscores, k, widen=False)
     dk = product(dscores.swapaxes(-1, -2), q, widen=False)
     return dq, dk, dv
+
+
+def split_qkv(qkv, bias, num_heads, half_out=False):
+    """q, k, v from the one product that makes them, with its bias added.
+
+    qkv: (B, T, 3H), the product x [W_q; W_k; W_v]^T made without its bias (``linear_forward(x, W,
+    None)``); bias: (3H,)  ->  q, k, v: (B, A, T, D) each, C-ordered, so that each head's (T, D)
+    block is contiguous (the batched products of attention then run at full speed).  One pass that
+    adds the bias and copies, in the fast sets of ops.  ``half_out`` (mixed precision): rounded to
+    float16, attention's operands, from the float32 sum of the float16 product and the bias.
+    """
+    B, T, H3 = qkv.shape
+    require(bias.shape == (H3,) and H3 % (3 * num_heads) == 0,
+            f"split_qkv: qkv {tuple(qkv.shape)} must be (B, T, 3H) with H a multiple of num_heads = {num_heads}, "
+            f"and its bias (3H,); got {tuple(bias.shape)}")
+    y = qkv + bias
+    if half_out:
+        y = to_half(y)
+    q, k, v = get_array_module(y).ascontiguousarray(y.reshape(B, T, 3, num_heads, H3 // (3 * num_heads))
+                                                    .transpose(2, 0, 3, 1, 4))
+    return q, k, v
+
+
+def merge_qkv(dq, dk, dv):
+    """The backward of ``split_qkv``: dq, dk, dv (B, A, T, D) each  ->  the gradient of its input qkv,
+    (B, T, 3H), in their dtype (float16 in mixed precision, the input projection's operand).  The
+    gradient of its bias is this summed over the rows, which the input projection's backward
+    makes (its db)."""
+    B, A, T, D = dq.shape
+    dqkv = get_array_module(dq).empty((B, T, 3, A, D), dtype=dq.dtype)
+    for i, g in enumerate((dq, dk, dv)):
+        dqkv[:, :, i] = g.transpose(0, 2, 1, 3)
+    return dqkv.reshape(B, T, 3 * A * D)
 
 
 def split_heads(x, num_heads):

@@ -23,7 +23,7 @@ def to_half(a):
         return a.astype(np.float16)
 
 
-def linear_forward(x, W, b, half_out=False):
+def linear_forward(x, W, b):
     """y = x W^T + b, with W in PyTorch's [out, in] layout.
 
     x: (..., in); W: (out, in); b: (out,)  ->  y: (..., out); cache (x, W)
@@ -33,15 +33,13 @@ def linear_forward(x, W, b, half_out=False):
 
     A float16 ``W`` (mixed precision, see ``half_matmul``) makes the product
     a half-precision one: x is rounded to float16 (unless it comes so) and
-    kept so for the backward, and y comes back in b's dtype (float32), or,
-    with ``half_out``, rounded to float16 for a next product that takes it so
-    (attention's q, k and v).  ``half_out`` is about mixed precision only: a
-    float32 W ignores it.
+    kept so for the backward, and y comes back in b's dtype (float32).
 
     ``b=None``: the product alone (float16 in mixed precision), for an op
     that adds the bias itself as it reads the product (the ``bias`` of
-    ``gelu_forward`` and ``dropout_add_layernorm_forward``); the backward
-    is the same, its db that bias's gradient.
+    ``split_qkv``, ``gelu_forward``, ``tanh_forward`` and
+    ``dropout_add_layernorm_forward``); the backward is the same, its db
+    that bias's gradient.
     """
     check_linear(x, W, b)
     out_shape = x.shape[:-1] + (W.shape[0],)
@@ -49,8 +47,7 @@ def linear_forward(x, W, b, half_out=False):
         x16 = x if x.dtype == np.float16 else to_half(x)
         y = half_matmul(x16.reshape(-1, x.shape[-1]), W.T)
         if b is not None:
-            # float16 + float32 promotes to float32: the widening and the bias add are one pass
-            y = to_half(y + b) if half_out else y + b
+            y = y + b    # float16 + float32 promotes to float32: the widening and the bias add are one pass
         return y.reshape(out_shape), (x16, W)
     y = x.reshape(-1, x.shape[-1]) @ W.T
     if b is not None:

@@ -33,7 +33,7 @@ the head reshapes), this package is a complete set of ops: the one a float32
 model on the CPU runs with ``kernels="fast"`` (``minibert.kernels``).
 """
 from ...ops import (add_grads, attention_mask_bias, clip_by_norm, embedding_forward, merge_heads, softmax_backward, softmax_forward,
-                    split_heads, tanh_backward, tanh_forward, unscale)
+                    split_heads, split_qkv, merge_qkv, tanh_backward, tanh_forward, unscale)
 from ..rng import uniform
 from .adamw import adamw_update
 from .attention import attention_backward, attention_forward
@@ -49,4 +49,4 @@ __all__ = ["adamw_update", "add_grads", "attention_backward", "attention_forward
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
            "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
            "merge_heads", "softmax_backward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",
-           "softmax_forward", "split_heads", "tanh_backward", "tanh_forward", "uniform", "unscale"]
+           "softmax_forward", "split_heads", "split_qkv", "merge_qkv", "tanh_backward", "tanh_forward", "uniform", "unscale"]

@@ -19,11 +19,11 @@ from .layernorm import (dropout_add_layernorm_backward, dropout_add_layernorm_fo
 from .linear import linear_backward, linear_forward
 from .loss import softmax_cross_entropy_backward, softmax_cross_entropy_forward
 from .ops import (adamw_update, attention_backward, attention_forward, attention_mask_bias, clip_by_norm,
-                  dropout_forward, half_matmul, unscale)
+                  dropout_forward, half_matmul, merge_qkv, split_qkv, unscale)
 
 __all__ = ["adamw_update", "add_grads", "clip_by_norm", "attention_backward", "attention_forward", "attention_mask_bias",
            "dropout_add_layernorm_backward", "dropout_add_layernorm_forward", "dropout_backward",
            "dropout_forward", "embedding_backward", "embedding_forward", "gelu_backward", "gelu_forward",
            "half_matmul", "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
            "merge_heads", "softmax_backward", "softmax_cross_entropy_backward", "softmax_cross_entropy_forward",
-           "softmax_forward", "split_heads", "tanh_backward", "tanh_forward", "uniform", "unscale"]
+           "softmax_forward", "split_heads", "split_qkv", "merge_qkv", "tanh_backward", "tanh_forward", "uniform", "unscale"]

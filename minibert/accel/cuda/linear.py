@@ -1,14 +1,10 @@
 """The linear layer on the GPU, and the column sums that make its bias gradient (and LayerNorm's).
 
 float32 (and float64): the reference's products, the bias gradient by ``column_sums``.  Mixed
-precision (a float16 W): the products by cuBLAS on float16 operands (``gemm.half_matmul``), and
-the roundings to float16 done by kernels that are running anyway:
-
-``bias_half``     y = float16(p + b) for a product p that the next product takes in float16
-                  (attention's q, k, v): the bias add and the rounding in one pass, in place
-``column_sums``   the bias gradient, summed down the columns of dy in float32; a float32 dy is
-                  rounded to the float16 operand of the two products by the same pass, and a
-                  float16 dy (attention's gradients, which come so) is read as it is
+precision (a float16 W): the products by cuBLAS on float16 operands (``gemm.half_matmul``); the
+bias gradient summed down the columns of dy in float32 by ``column_sums``, which also rounds a
+float32 dy to the float16 operand of the two products in the same pass, and reads a float16 dy
+(attention's gradients, which come so) as it is.
 """
 from __future__ import annotations
 
@@ -21,15 +17,6 @@ from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
 from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
 from .kernels import applies
-
-# y[i] = float16(float(p[i]) + b[i mod H]), in place on p: each thread rewrites only what it read
-BIAS_HALF = r"""
-extern "C" __global__ void bias_half(unsigned short* p, const T* b, const long long n, const int H) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        p[i] = float_to_half(half_to_float(p[i]) + (float)b[i % H]);
-}
-"""
-
 
 # Column sums of (rows, H) arrays, for the parameters every row shares (LayerNorm's gamma and
 # beta, a linear layer's bias):
@@ -86,11 +73,11 @@ extern "C" __global__ void colsum(const T* a, const unsigned short* ah, const in
 """
 
 
-def linear_forward(x, W, b, half_out=False):
+def linear_forward(x, W, b):
     """``ops.linear_forward``, with the GPU's own float16 product in mixed precision."""
     if W.dtype != np.float16:
         return ref.linear_forward(x, W, b)
-    return half_linear_forward(x, W, b, half_matmul, half_out, bias_half=_bias_half)
+    return half_linear_forward(x, W, b, half_matmul)
 
 
 def linear_backward(dy, cache, half_dx=False):
@@ -106,17 +93,6 @@ def linear_backward(dy, cache, half_dx=False):
     dx = (dy2 @ W).reshape(x.shape)
     dW = dy2.T @ x.reshape(-1, x.shape[-1])
     return dx, dW, column_sums(dy2)[1]
-
-
-def _bias_half(p, b):
-    """p (N, H) float16 + b (H,) float32, rounded to float16: one launch where the kernel applies."""
-    if not (kernels.on_device(p) and p.flags.c_contiguous and p.ndim == 2 and applies(b) and b.dtype == np.float32
-            and b.shape == (p.shape[1],) and p.size):
-        return to_half(p + b)
-    n = p.size
-    blocks = int(min((n + 255) // 256, 4096))
-    kernels.kernel("bias_half", BIAS_HALF, np.float32)((blocks,), (256,), (p, b, np.int64(n), np.int32(p.shape[1])))
-    return p
 
 
 def _sum_and_half(dy2):

@@ -29,6 +29,9 @@ and by the number of kernel launches, so each formula here is one kernel:
                       any other generator it reads the draws.  Either way the
                       numbers are those the reference would use, so the same
                       seed drops the same entries on both paths
+``split_qkv``,        q, k, v from their one product: the bias added and the copy
+``merge_qkv``         into heads (rounded to float16 in mixed precision) in one
+                      kernel; their gradients put back in one
 ``attention_*``       the mask bias in one elementwise kernel; scale, mask bias,
                       softmax and dropout (its uniforms computed in place from the
                       key, as above) in one kernel, a warp per score row; the
@@ -91,6 +94,86 @@ class AttentionCache(NamedTuple):
     inv_keep: float      # 1 / (1 - p), what a kept probability was multiplied by
     scale: float         # 1 / sqrt(D)
     dead: object         # (B,) bool: sequences whose every key is masked, or None
+
+
+# q, k, v from the one product, its bias added, each head's (T, D) block made contiguous:
+#   out[w, b, a, t, d] = qkv[b, t, w, a, d] + bias[w, a, d]     (w: 0 q, 1 k, 2 v)
+# read from xh as float16 bits where x_half (mixed precision's product), written rounded to float16
+# into outh where out_half; one thread an output element
+SPLIT_QKV = r"""
+extern "C" __global__ void split_qkv(const T* x, const unsigned short* xh, const int x_half, const T* bias,
+                                     T* out, unsigned short* outh, const int out_half, const long long n,
+                                     const int B, const int Tn, const int A, const int D) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long r = i;
+        const int d = (int)(r % D); r /= D;
+        const int t = (int)(r % Tn); r /= Tn;
+        const int a = (int)(r % A); r /= A;
+        const int b = (int)(r % B), w = (int)(r / B);
+        const long long src = (((long long)b * Tn + t) * 3 + w) * ((long long)A * D) + (long long)a * D + d;
+        const T v = (x_half ? T(half_to_float(xh[src])) : x[src]) + bias[((long long)w * A + a) * D + d];
+        if (out_half) outh[i] = float_to_half((float)v); else out[i] = v;
+    }
+}
+"""
+
+
+def split_qkv(qkv, bias, num_heads, half_out=False):
+    """``ops.split_qkv`` in one kernel: the bias add, the copy into heads and, in mixed precision,
+    the rounding to float16, where the reference's expressions are two or three launches."""
+    x_half = qkv.dtype == np.float16
+    dtype = np.dtype(np.float32) if x_half else qkv.dtype
+    if not (kernels.on_device(qkv) and qkv.flags.c_contiguous and qkv.ndim == 3 and qkv.size and applies(bias)
+            and bias.dtype == dtype and bias.shape == qkv.shape[2:] and qkv.shape[2] % (3 * num_heads) == 0):
+        return ref.split_qkv(qkv, bias, num_heads, half_out)
+    import cupy
+    B, T, H3 = qkv.shape
+    D = H3 // (3 * num_heads)
+    out = cupy.empty((3, B, num_heads, T, D), np.float16 if half_out else dtype)
+    dummy, dummy16 = kernels.dummy(dtype), kernels.dummy(np.float16)
+    kernels.kernel("split_qkv", SPLIT_QKV, dtype)(
+        (int(min((out.size + 255) // 256, 4096)),), (256,),
+        (dummy if x_half else qkv, qkv if x_half else dummy16, np.int32(x_half), bias, dummy if half_out else out,
+         out if half_out else dummy16, np.int32(half_out), np.int64(out.size), np.int32(B), np.int32(T),
+         np.int32(num_heads), np.int32(D)))
+    return out[0], out[1], out[2]
+
+
+# its backward: dqkv[b, t, w, a, d] = g_w[b, a, t, d], one thread an output element, ELEM_T the
+# gradients' type (float16 as its bits in mixed precision); three copies' work in one launch
+MERGE_QKV = r"""
+extern "C" __global__ void merge_qkv(const ELEM_T* g0, const ELEM_T* g1, const ELEM_T* g2, ELEM_T* out,
+                                     const long long n, const int Tn, const int A, const int D) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long r = i;
+        const int d = (int)(r % D); r /= D;
+        const int a = (int)(r % A); r /= A;
+        const int w = (int)(r % 3); r /= 3;
+        const int t = (int)(r % Tn);
+        const long long b = r / Tn;
+        const long long src = ((b * A + a) * Tn + t) * D + d;
+        out[i] = (w == 0 ? g0 : (w == 1 ? g1 : g2))[src];
+    }
+}
+"""
+
+
+def merge_qkv(dq, dk, dv):
+    """``ops.merge_qkv`` in one kernel (CuPy's stack of three arrays is a copy each)."""
+    if not (all(kernels.on_device(g) and g.flags.c_contiguous for g in (dq, dk, dv)) and dq.size and dq.ndim == 4
+            and dq.shape == dk.shape == dv.shape and dq.dtype == dk.dtype == dv.dtype
+            and dq.dtype in (np.float16, np.float32, np.float64)):
+        return ref.merge_qkv(dq, dk, dv)
+    import cupy
+    B, A, T, D = dq.shape
+    out = cupy.empty((B, T, 3 * A * D), dq.dtype)
+    elem = {2: "unsigned short", 4: "float", 8: "double"}[dq.dtype.itemsize]
+    kernels.kernel("merge_qkv", MERGE_QKV.replace("ELEM_T", elem), np.float32)(
+        (int(min((out.size + 255) // 256, 4096)),), (256,),
+        (dq, dk, dv, out, np.int64(out.size), np.int32(T), np.int32(A), np.int32(D)))
+    return out
 
 
 def attention_mask_bias(attention_mask, dtype):
