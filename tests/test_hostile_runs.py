@@ -445,6 +445,35 @@ def test_a_signal_during_data_preparation_stops_with_one_line(corpus_file, tmp_p
     assert signal.getsignal(signal.SIGTERM) is before         # the command's handler is gone again
 
 
+def test_a_late_ctrl_c_after_a_run_saved_on_one_changes_nothing(corpus_file, tmp_path, monkeypatch, capsys,
+                                                               sigint_as_in_a_terminal):
+    # the run saves on a first Ctrl-C; a second arrives as the command prints its last line.  The
+    # handler that holds signals while the run ends once forgot the first (it started afresh), and
+    # the second then failed the saved run with "interrupted" (now and then, in a test that sends
+    # Ctrl-C again and again to a data-parallel job)
+    from minibert.train import doctor
+    real_step, real_summary = train_module.train_step, doctor.summary_after_run
+
+    def step_then_ctrl_c(run, lr):
+        real_step(run, lr)
+        if run.step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def late_ctrl_c(out):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_summary(out)
+    monkeypatch.setattr(train_module, "train_step", step_then_ctrl_c)
+    a = small_args(corpus_file, tmp_path / "run", steps=6, save_every=6, eval_every=6, log_every=6)
+    code = main(as_command(a))
+    out, err = capsys.readouterr()
+    assert "SIGINT received: saved" in out and "Traceback" not in err, out + err
+    monkeypatch.setattr(doctor, "summary_after_run", late_ctrl_c)
+    code2 = main(as_command(dataclasses.replace(a, out=str(tmp_path / "run2"))))
+    out2, err2 = capsys.readouterr()
+    assert code2 == code and "interrupted" not in err2 and "Traceback" not in err2, err2
+    assert "SIGINT received: saved" in out2 and "doctor:" in out2, out2
+
+
 def test_a_resume_after_the_corpus_or_vocab_changed_says_which(corpus_file, tmp_path, capsys):
     a = small_args(corpus_file, tmp_path / "run", stop_at=3)
     pretrain(a, log=quiet)

@@ -325,17 +325,16 @@ def _finish(run: Run, config: BertConfig, stopped_by, log) -> RunResult:
     result = RunResult(out=out, step=step, history=history, final_eval=final_eval, model=run.model,
                        tokenizer=run.tokenizer, stopped_by=stopped_by, eval_batches=run.eval_batches,
                        token_counts=run.counts)
-    # rank 0 writes the model and the plot while the others wait, and a signal now
-    # neither cuts the export short nor ends a waiting rank: the run is all but done
-    with StopSignal():
-        if step == args.steps and args.pre_ln:
-            log(f"model not exported: {PRE_LN_EXPORT}; its checkpoints in {out} hold it")
-        elif step == args.steps:
-            with writes(step, run.last_ckpt, what=out / "model"):
-                export_dir = run.comm.on_root(lambda: export_model(run.model, run.tokenizer, out))
-            log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
-        if args.plot:
-            with writes(step, run.last_ckpt, what=out / PLOT_NAME):
-                run.comm.on_root(lambda: plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size))
-            log(f"loss curves: {out / PLOT_NAME}")
+    # rank 0 writes the model and the plot while the others wait, and a signal now neither cuts the
+    # export short nor ends a waiting rank (_run's StopSignal still holds them): the run is all but done
+    if step == args.steps and args.pre_ln:
+        log(f"model not exported: {PRE_LN_EXPORT}; its checkpoints in {out} hold it")
+    elif step == args.steps:
+        with writes(step, run.last_ckpt, what=out / "model"):
+            export_dir = run.comm.on_root(lambda: export_model(run.model, run.tokenizer, out))
+        log(f"model saved to {export_dir} (Hugging Face format, with {VOCAB_NAME})")
+    if args.plot:
+        with writes(step, run.last_ckpt, what=out / PLOT_NAME):
+            run.comm.on_root(lambda: plot_history(history, out / PLOT_NAME, vocab_size=config.vocab_size))
+        log(f"loss curves: {out / PLOT_NAME}")
     return result
