@@ -75,10 +75,6 @@ GELU_FORMS = {"none": 0, "tanh": 1}
 TANH = 2
 
 
-def _grid(n):
-    return (int(min((n + 255) // 256, 4096)),), (256,)
-
-
 def _takes(x, bias):
     """Whether the forward kernel reads x (of its own dtype, or float16 with a float32 bias) and bias."""
     x_half = x.dtype == np.float16
@@ -92,16 +88,14 @@ def _takes(x, bias):
 def _forward(x, bias, form, half_out):
     """The forward kernel: y, u (None for tanh), aux (y itself for tanh)."""
     import cupy
-    x_half = x.dtype == np.float16
-    dtype = np.dtype(np.float32) if x_half else x.dtype
-    dummy, dummy16 = kernels.dummy(dtype), kernels.dummy(np.float16)
+    dtype = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+    dummy = kernels.dummy(dtype)
     u, aux = (dummy, dummy) if form == TANH else (cupy.empty(x.shape, dtype), cupy.empty(x.shape, dtype))
     y = cupy.empty(x.shape, np.float16 if half_out else dtype)
     kernels.kernel("act_fwd", ACT_FWD, dtype)(
-        *_grid(x.size), (dummy if x_half else x, x if x_half else dummy16, np.int32(x_half),
-                         dummy if bias is None else bias, np.int32(bias is not None), u, aux,
-                         dummy if half_out else y, y if half_out else dummy16, np.int32(half_out),
-                         np.int32(form), np.int64(x.size), np.int32(x.shape[-1])))
+        *kernels.grid_stride(x.size),
+        (*kernels.float_or_half(x, dtype), dummy if bias is None else bias, np.int32(bias is not None), u, aux,
+         *kernels.float_or_half(y, dtype), np.int32(form), np.int64(x.size), np.int32(x.shape[-1])))
     return y, (None if form == TANH else u), (y if form == TANH else aux)
 
 
@@ -114,11 +108,10 @@ def _backward(dy, u, aux, form):
         return None
     import cupy
     dx = cupy.empty(like.shape, like.dtype)
-    dummy = kernels.dummy(like.dtype)
     kernels.kernel("act_bwd", ACT_BWD, like.dtype)(
-        *_grid(like.size), (dummy if dy_half else dy, dy if dy_half else kernels.dummy(np.float16),
-                            np.int32(dy_half), dummy if u is None else u, aux, dx, np.int32(form),
-                            np.int64(like.size)))
+        *kernels.grid_stride(like.size),
+        (*kernels.float_or_half(dy, like.dtype), kernels.dummy(like.dtype) if u is None else u, aux, dx,
+         np.int32(form), np.int64(like.size)))
     return dx
 
 

@@ -65,6 +65,20 @@ def dummy(dtype):
     return cupy.zeros(1, dtype=dtype)
 
 
+def float_or_half(a, dtype):
+    """A kernel's three arguments for an array it takes either in ``dtype`` (T*) or as float16 bits
+    (unsigned short*, mixed precision's products and operands): (a or a stand-in, a or a stand-in,
+    1 where a is the float16 one)."""
+    half = a.dtype == np.float16
+    return (dummy(dtype) if half else a), (a if half else dummy(np.float16)), np.int32(half)
+
+
+def grid_stride(n):
+    """Grid and block of an elementwise launch over n elements: blocks of 256 threads, at most 4096
+    blocks, each thread stepping on by the grid's size."""
+    return (int(min((n + 255) // 256, 4096)),), (256,)
+
+
 @lru_cache(maxsize=None)
 def tickets():
     """Counters on the device, 0 between launches: the blocks of a column sum (a counter per group of

@@ -33,12 +33,10 @@ def _forward(x, gamma, beta, eps, res=None):
     rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
     t, dummy = x.dtype.type, kernels.dummy(x.dtype)
     a, bias, u, key, how, p, scale, mask = res if res is not None else (dummy, None, dummy, 0, 0, 0.0, 1.0, dummy)
-    a_half = a.dtype == np.float16
     if rows:                              # a grid of no blocks is a CUDA launch error
         kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
             *warp_rows(rows), (x, gamma, beta, y, xhat, rstd, np.int32(H), np.int64(rows), t(eps),
-                               np.int32(res is not None), dummy if a_half else a,
-                               a if a_half else kernels.dummy(np.float16), np.int32(a_half),
+                               np.int32(res is not None), *kernels.float_or_half(a, x.dtype),
                                dummy if bias is None else bias, np.int32(bias is not None),
                                u, np.uint64(key), np.int32(how), t(p), t(scale), mask))
     return y, LayerNormCache(xhat, rstd, gamma)
@@ -59,8 +57,7 @@ def _backward(dy, cache, mask=None, dy_skip=None):
     total = cupy.empty_like(xhat) if dy_skip is not None or dy_half else dy
     if rows:                              # none, e.g. a batch without a labelled MLM position
         kernels.kernel("layernorm_bwd", source.LAYERNORM_BWD, xhat.dtype)(
-            *warp_rows(rows), (dummy if dy_half else dy, dy if dy_half else kernels.dummy(np.float16),
-                               np.int32(dy_half), xhat, rstd, gamma, dx, np.int32(H), np.int64(rows),
+            *warp_rows(rows), (*kernels.float_or_half(dy, xhat.dtype), xhat, rstd, gamma, dx, np.int32(H), np.int64(rows),
                                np.int32(mask is not None), mask if mask is not None else dummy, dmasked,
                                np.int32(dy_skip is not None), dy_skip if dy_skip is not None else dummy, total))
     dgamma, dbeta = column_sums(total.reshape(rows, H), xhat.reshape(rows, H))

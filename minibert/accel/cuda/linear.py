@@ -132,10 +132,9 @@ def column_sums(a, b=None, a16=None):
     G = int(max(1, min((rows + 7) // 8, 1024 // col_blocks)))     # about 1024 blocks in all
     part = cupy.empty((G, 2, H), dtype=dtype)
     out = cupy.empty(2 * H, dtype=dtype)
-    f16 = kernels.dummy(np.float16)
     kernels.kernel("colsum", COLSUM, dtype)(
         (G * col_blocks,), (256,),
-        (kernels.dummy(dtype) if a_half else a, a if a_half else f16, np.int32(a_half),
-         b if both else kernels.dummy(dtype), np.int32(both), a16 if half else f16,
+        (*kernels.float_or_half(a, dtype), b if both else kernels.dummy(dtype), np.int32(both),
+         a16 if half else kernels.dummy(np.float16),
          np.int32(half), part, kernels.tickets(), out, np.int64(rows), np.int32(H), np.int32(col_blocks)))
     return (out[:H] if both else None), out[H:]

@@ -131,12 +131,10 @@ def split_qkv(qkv, bias, num_heads, half_out=False):
     B, T, H3 = qkv.shape
     D = H3 // (3 * num_heads)
     out = cupy.empty((3, B, num_heads, T, D), np.float16 if half_out else dtype)
-    dummy, dummy16 = kernels.dummy(dtype), kernels.dummy(np.float16)
     kernels.kernel("split_qkv", SPLIT_QKV, dtype)(
-        (int(min((out.size + 255) // 256, 4096)),), (256,),
-        (dummy if x_half else qkv, qkv if x_half else dummy16, np.int32(x_half), bias, dummy if half_out else out,
-         out if half_out else dummy16, np.int32(half_out), np.int64(out.size), np.int32(B), np.int32(T),
-         np.int32(num_heads), np.int32(D)))
+        *kernels.grid_stride(out.size),
+        (*kernels.float_or_half(qkv, dtype), bias, *kernels.float_or_half(out, dtype), np.int64(out.size),
+         np.int32(B), np.int32(T), np.int32(num_heads), np.int32(D)))
     return out[0], out[1], out[2]
 
 
@@ -171,7 +169,7 @@ def merge_qkv(dq, dk, dv):
     out = cupy.empty((B, T, 3 * A * D), dq.dtype)
     elem = {2: "unsigned short", 4: "float", 8: "double"}[dq.dtype.itemsize]
     kernels.kernel("merge_qkv", MERGE_QKV.replace("ELEM_T", elem), np.float32)(
-        (int(min((out.size + 255) // 256, 4096)),), (256,),
+        *kernels.grid_stride(out.size),
         (dq, dk, dv, out, np.int64(out.size), np.int32(T), np.int32(A), np.int32(D)))
     return out
 
