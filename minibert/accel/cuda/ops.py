@@ -16,8 +16,7 @@ and by the number of kernel launches, so each formula here is one kernel:
 ``column_sums``       gamma, beta and a linear layer's bias as sums down the
                       columns, each warp reading along a row; in mixed precision
                       the same pass rounds a linear layer's dy to the float16
-                      operand of its two products, and q, k, v come rounded by
-                      the pass that adds their bias
+                      operand of its two products, or reads a float16 dy as it is
 ``gelu_*``, ``tanh_*``  in ``activations.py``: exact (erf) and tanh GELU, and tanh,
                       forward and backward, one kernel each; the forward adds the
                       linear layer's bias first, and in mixed precision reads the
