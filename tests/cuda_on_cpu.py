@@ -417,6 +417,32 @@ def nvcc():
     return None
 
 
+def gemm(p, c):
+    """``accel/cuda/cublas.py``'s ``gemm`` on NumPy arrays: each of the plan's operands read from its
+    memory as cuBLAS reads it (column-major, through its leading dimension and batch stride), the
+    row-major a and b taken back from them, and c = a @ b (float16: widened, multiplied in float32,
+    rounded once) written through ldc and the batch stride."""
+    from numpy.lib.stride_tricks import as_strided
+
+    def read(op, rows, cols, i):      # op(X) of entry i as cuBLAS reads it: (rows, cols)
+        sr, sc = (cols, rows) if op.trans else (rows, cols)
+        assert op.array.flags.c_contiguous and op.ld >= sr and i * op.stride + (sr - 1) + (sc - 1) * op.ld < op.array.size
+        flat = op.array.reshape(-1)
+        x = as_strided(flat[i * op.stride:], shape=(sr, sc), strides=(flat.itemsize, flat.itemsize * op.ld))
+        return x.T if op.trans else x
+
+    assert c.flags.c_contiguous and p.ldc >= p.m and c.size >= (p.batch - 1) * p.stride_c + p.ldc * (p.n - 1) + p.m
+    out = c.reshape(-1)
+    wide = np.float32 if c.dtype == np.float16 else c.dtype
+    for i in range(p.batch):
+        a = read(p.B, p.k, p.n, i).T.astype(wide)         # cuBLAS's B is the row-major left operand
+        b = read(p.A, p.m, p.k, i).T.astype(wide)
+        with np.errstate(over="ignore", invalid="ignore"):
+            prod = (a @ b).astype(c.dtype)
+        as_strided(out[i * p.stride_c:], shape=(p.n, p.m), strides=(out.itemsize * p.ldc, out.itemsize))[...] = prod
+    return c
+
+
 def fake_cupy():
     """A module to stand in for ``cupy`` while minibert.accel.cuda runs on NumPy arrays."""
     m = types.ModuleType("cupy")

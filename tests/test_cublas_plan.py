@@ -1,4 +1,5 @@
-"""accel/cuda/gemm.py's plan: the arguments of one cublasGemmStridedBatchedEx, checked on the CPU by
+"""accel/cuda/gemm.py's plan: the arguments of one cublasGemmStridedBatchedEx (float16 or float32
+stacks, or matrices), checked on the CPU by
 doing what cuBLAS does with them (column-major matrices read from memory through leading dimensions
 and batch strides), and comparing with a @ b.  tests/test_gpu.py checks the call itself on a GPU."""
 import numpy as np
@@ -33,6 +34,10 @@ def _half(rng, *shape, to=np.asarray):
     return to(rng.standard_normal(shape).astype(np.float16))
 
 
+def _single(rng, *shape, to=np.asarray):
+    return to(rng.standard_normal(shape).astype(np.float32))
+
+
 CASES = {   # attention's four products and a few layouts beside them: (a, b) from a generator, each
             # operand made by ``to`` (cupy.asarray on a GPU) before it is viewed
     "q k^T": lambda r, to: (_half(r, 2, 3, 5, 4, to=to), _half(r, 2, 3, 7, 4, to=to).swapaxes(-1, -2)),
@@ -44,6 +49,12 @@ CASES = {   # attention's four products and a few layouts beside them: (a, b) fr
     "every other row (copied)": lambda r, to: (_half(r, 2, 10, 4, to=to)[:, ::2], _half(r, 2, 4, 3, to=to)),
     "q k^T at T = 512": lambda r, to: (_half(r, 2, 4, 512, 64, to=to), _half(r, 2, 4, 512, 64, to=to).swapaxes(-1, -2)),
     "a column of one": lambda r, to: (_half(r, 2, 5, 1, to=to), _half(r, 2, 1, 6, to=to)),
+    # a linear layer's three products, matrices (one product, batch 1), float16 and float32
+    "x W^T": lambda r, to: (_half(r, 6, 4, to=to), _half(r, 3, 4, to=to).T),
+    "dy W, float32": lambda r, to: (_single(r, 6, 3, to=to), _single(r, 3, 4, to=to)),
+    "dy^T x, float32": lambda r, to: (_single(r, 6, 3, to=to).T, _single(r, 6, 4, to=to)),
+    "x W^T, float32": lambda r, to: (_single(r, 6, 4, to=to), _single(r, 3, 4, to=to).T),
+    "q k^T, float32": lambda r, to: (_single(r, 2, 3, 5, 4, to=to), _single(r, 2, 3, 7, 4, to=to).swapaxes(-1, -2)),
 }
 
 
@@ -69,11 +80,23 @@ def test_transposed_views_are_read_in_place():
     assert p.B.trans and not p.A.trans and np.shares_memory(p.B.array, a)
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_stand_ins_cublas_reads_the_plan_as_cublas_does(case):
+    """tests/cuda_on_cpu.py's ``gemm`` (what the CPU stand-in runs for cuBLAS) takes the plan's arguments
+    the same way: a @ b, float16 sums in float32 rounded once."""
+    import cuda_on_cpu
+    a, b = make(case)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+    got = cuda_on_cpu.gemm(plan(a, b), np.full(want.shape, np.nan, a.dtype))
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("a, b", [
-    (np.ones((3, 4), np.float16), np.ones((4, 2), np.float16)),            # matrices: CuPy's own product
     (np.ones((2, 3, 4), np.float16), np.ones((1, 4, 2), np.float16)),      # broadcasting
-    (np.ones((2, 3, 4), np.float32), np.ones((2, 4, 2), np.float32)),      # not float16
+    (np.ones((3, 4), np.float32), np.ones((4, 2), np.float16)),            # two dtypes
+    (np.ones((2, 3, 4), np.float64), np.ones((2, 4, 2), np.float64)),      # float64: not a cuBLAS Ex type here
     (np.ones((2, 0, 4), np.float16), np.ones((2, 4, 2), np.float16)),      # nothing to compute
+    (np.ones(4, np.float32), np.ones(4, np.float32)),                       # vectors
 ])
 def test_the_plan_leaves_other_products_alone(a, b):
     assert plan(a, b) is None

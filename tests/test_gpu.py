@@ -242,6 +242,56 @@ def test_cublas_batched_float16_products(case):
     assert np.all(np.abs(got - exact) <= sums + rounding), case
 
 
+@pytest.mark.parametrize("case", ["q k^T", "P^T dO", "dS^T q, both transposed", "x W^T", "dy W, float32",
+                                  "dy^T x, float32", "x W^T, float32", "q k^T, float32"])
+def test_cublas_through_ctypes_computes_the_plans_product(case):
+    """accel/cuda/cublas.py (cuBLAS through ctypes, what a CUDA graph captures) against float64: float32
+    sums in any order, rounded once to float16 for float16 operands; and against CuPy's own product."""
+    import cupy
+    from test_cublas_plan import make
+    from minibert.accel.cuda import cublas, gemm
+    a, b = make(case, cupy.asarray)
+    got = cublas.gemm(gemm.plan(a, b), cupy.empty(a.shape[:-1] + (b.shape[-1],), a.dtype))
+    got = cupy.asnumpy(got).astype(np.float64)
+    a64, b64 = (cupy.asnumpy(x).astype(np.float64) for x in (a, b))
+    exact, size = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    sums = a.shape[-1] * 2.0 ** -24 * size
+    rounding = 2.0 ** -11 * (np.abs(exact) + sums) + 2.0 ** -24 if a.dtype == np.float16 else 0.0
+    assert np.all(np.abs(got - exact) <= sums + rounding), case
+    theirs = cupy.asnumpy(gemm._batched_half(a, b) if a.dtype == np.float16 else a @ b).astype(np.float64)
+    np.testing.assert_allclose(got, theirs, rtol=1e-2 if a.dtype == np.float16 else 1e-5, atol=1e-3)
+
+
+def test_a_cuda_graph_replays_the_captured_ops_on_new_inputs():
+    """accel/cuda/graph.py on a GPU: the GPU ops of a small block (products by cuBLAS through ctypes,
+    GELU, LayerNorm, attention) captured once; each replay on new inputs gives, bit for bit, what the
+    same ops give run one by one."""
+    import cupy
+    from minibert import accel
+    from minibert.accel.cuda import graph
+    rng = np.random.default_rng(0)
+    x = cupy.asarray(rng.standard_normal((3, 5, 16)).astype(np.float32))
+    W1, W2 = (cupy.asarray(rng.standard_normal(s).astype(np.float32) * 0.1) for s in ((64, 16), (16, 64)))
+    b1, gamma, beta = (cupy.asarray(v.astype(np.float32)) for v in (rng.standard_normal(64), np.ones(16), np.zeros(16)))
+    ops = accel.cuda
+
+    def fn():
+        h = ops.gelu_forward(ops.linear_forward(x, W1, None)[0], bias=b1)[0]
+        y = ops.dropout_add_layernorm_forward(ops.linear_forward(h, W2, None)[0], x, gamma, beta, 1e-12,
+                                              0.0, None, False)[0]
+        return y, ops.attention_forward(y[:, None], y[:, None], y[:, None], None)[0]
+    with graph.direct_products():
+        fn()                                   # compiled and warmed before the capture
+    g = graph.Graph(fn)
+    for _ in range(2):
+        x[...] = cupy.asarray(rng.standard_normal(x.shape).astype(np.float32))
+        got = [cupy.asnumpy(a) for a in g.replay()]
+        with graph.direct_products():
+            want = [cupy.asnumpy(a) for a in fn()]
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("train", [False, True])
 def test_fused_attention_matches_the_reference(dtype, train):

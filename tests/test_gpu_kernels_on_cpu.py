@@ -18,6 +18,7 @@ from minibert.accel.cuda import activations as cuda_act, kernels as cuda_kernels
 from minibert.accel.cuda import ops as cuda_ops
 from minibert.accel.cuda import loss as cuda_loss
 from minibert.accel.cuda import source as cuda_source
+from minibert.accel.cuda import cublas as cuda_cublas
 from conftest import padded_batch
 import cuda_on_cpu
 
@@ -42,6 +43,7 @@ def cuda_kernels_on_numpy(monkeypatch, spy=None):
     """
     monkeypatch.setitem(sys.modules, "cupy", cuda_on_cpu.fake_cupy())
     monkeypatch.setattr(cuda_kernels, "on_device", lambda a: isinstance(a, np.ndarray))
+    monkeypatch.setattr(cuda_cublas, "gemm", cuda_on_cpu.gemm)
     if spy:
         for op in ops.OPS:
             fn = getattr(accel.cuda, op)

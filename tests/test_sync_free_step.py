@@ -18,8 +18,10 @@ import pytest
 import minibert.model.bert as bert_module
 import minibert.train.loop as loop
 from minibert import accel
+from minibert.accel.cuda import cublas as cuda_cublas
 from minibert.train import TrainArgs, pretrain
 import cuda_on_cpu
+import graph_stand_in
 from test_gpu_kernels_on_cpu import cuda_kernels_on_numpy
 from test_hostile_runs import records
 
@@ -34,6 +36,25 @@ VIEWS = {"reshape", "transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims
          "atleast_2d", "iscomplexobj", "isrealobj", "ascontiguousarray", "asarray", "array_equal",
          "empty", "empty_like"}
 _inside = [0]   # depth of array functions running: their own ufuncs are part of them
+# functions CuPy runs through cuBLAS (which it refuses while a stream captures a graph)
+BLAS = {"matmul", "dot", "vdot", "inner", "tensordot", "einsum", "outer"}
+
+
+def _redo(fn, result=None):
+    """Record a launch for a graph being captured (``graph_stand_in``): its replay calls ``fn`` (with
+    ``result``: copies what ``fn`` returns into it), counted as no launch of its own."""
+    if not graph_stand_in.capturing():
+        return
+
+    def replay():
+        _inside[0] += 1
+        try:
+            out = fn()
+            if result is not None:
+                np.copyto(result.view(np.ndarray), out)
+        finally:
+            _inside[0] -= 1
+    graph_stand_in.record(replay)
 
 
 class Device(np.ndarray):
@@ -47,45 +68,68 @@ class Device(np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         if not _inside[0]:
             LAUNCHES.append(f"{ufunc.__name__}{'' if method == '__call__' else '.' + method} at {_site()}")
+            if ufunc.__name__ in BLAS:
+                graph_stand_in.refuse(f"cuBLAS called by CuPy ({ufunc.__name__} at {_site()})")
         inputs = tuple(x.view(np.ndarray) if isinstance(x, Device) else x for x in inputs)
         if out is not None:
             kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, Device) else o for o in out)
         result = getattr(ufunc, method)(*inputs, **kwargs)
-        if out is not None:
-            return out[0] if len(out) == 1 else out
-        if isinstance(result, tuple):
-            return tuple(np.asarray(r).view(Device) for r in result)
-        return np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else result
+        if out is None:
+            out = tuple(np.asarray(r).view(Device) for r in result) if isinstance(result, tuple) else (
+                np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else None)
+            out = out if isinstance(out, tuple) or out is None else (out,)
+        if not _inside[0] and out is not None:     # the replay writes the same outputs again
+            plain = tuple(o.view(np.ndarray) for o in out)
+            _redo(lambda: getattr(ufunc, method)(*inputs, **dict(kwargs, out=plain)))
+        if out is None:
+            return result
+        return out[0] if len(out) == 1 else out
 
     def __array_function__(self, func, types_, args, kwargs):
-        if func.__name__ not in VIEWS and not _inside[0]:
+        top = func.__name__ not in VIEWS and not _inside[0]
+        if top:
             LAUNCHES.append(f"{func.__name__} at {_site()}")
+            if func.__name__ in BLAS:
+                graph_stand_in.refuse(f"cuBLAS called by CuPy ({func.__name__} at {_site()})")
         plain = tuple(np.ndarray if t is Device else t for t in types_)
         _inside[0] += 1
         try:
             result = super().__array_function__(func, plain, args, kwargs)
         finally:
             _inside[0] -= 1
-        return np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else result
+        if not isinstance(result, (np.ndarray, np.generic)):
+            return result
+        result = np.asarray(result).view(Device)
+        if top:
+            _redo(lambda: super(Device, self).__array_function__(func, plain, args, kwargs), result)
+        return result
 
     def astype(self, dtype, *args, copy=True, **kwargs):
+        out = super().astype(dtype, *args, copy=copy, **kwargs)
         if copy or np.dtype(dtype) != self.dtype:
             LAUNCHES.append(f"astype at {_site()}")
-        return super().astype(dtype, *args, copy=copy, **kwargs)
+            _redo(lambda: self.view(np.ndarray).astype(dtype), out)
+        return out
 
     def copy(self, *args, **kwargs):
         LAUNCHES.append(f"copy at {_site()}")
-        return super().copy(*args, **kwargs)
+        out = super().copy(*args, **kwargs)
+        _redo(lambda: self.view(np.ndarray), out)
+        return out
 
     def reshape(self, *args, **kwargs):
         out = super().reshape(*args, **kwargs)
         if out.size and not _inside[0] and not np.may_share_memory(out, self):   # not a view: a copy
             LAUNCHES.append(f"reshape (a copy) at {_site()}")
+            _redo(lambda: self.view(np.ndarray).reshape(*args, **kwargs), out)
         return out
 
     def __setitem__(self, index, value):
         if not _inside[0]:
             LAUNCHES.append(f"setitem at {_site()}")
+            if not isinstance(value, (np.ndarray, np.generic, int, float, bool)):
+                graph_stand_in.refuse(f"a host-to-device copy (setitem at {_site()})")
+            _redo(lambda: np.ndarray.__setitem__(self, index, value))
         _inside[0] += 1
         try:
             super().__setitem__(index, value)
@@ -96,13 +140,18 @@ class Device(np.ndarray):
         parts = index if isinstance(index, tuple) else (index,)
         if any(getattr(i, "dtype", None) == bool for i in parts):
             READS.append(f"a boolean mask's count at {_caller()}")      # the result's size is data
-        if not _inside[0] and any(isinstance(i, (np.ndarray, list)) for i in parts):
+        gather = not _inside[0] and any(isinstance(i, (np.ndarray, list)) for i in parts)
+        if gather:
             LAUNCHES.append(f"gather at {_site()}")                    # an index array: a kernel
         result = super().__getitem__(index)
-        return np.asarray(result).view(Device) if isinstance(result, np.generic) else result
+        result = np.asarray(result).view(Device) if isinstance(result, np.generic) else result
+        if gather:
+            _redo(lambda: np.ndarray.__getitem__(self, index), result)
+        return result
 
     def _read(self, how):
         READS.append(f"{how} at {_caller()}")
+        graph_stand_in.refuse(f"a device value read on the host ({how} at {_caller()})")
         return np.asarray(self)
 
     def __float__(self):
@@ -168,9 +217,14 @@ def device_numpy():
             def wrapped(*args, _f=attr, _name=name, **kwargs):
                 if _name in SIZED_BY_DATA and any(isinstance(a, Device) for a in args):
                     READS.append(f"{_name} at {_caller()}")
+                    graph_stand_in.refuse(f"a size read back ({_name} at {_caller()})")
+                if _name in ("asarray", "array") and args and not isinstance(args[0], Device):
+                    graph_stand_in.refuse(f"a host-to-device copy ({_name} at {_caller()})")
+                out = _on_device(_f(*args, **kwargs))
                 if _name in FILLS and not _inside[0]:
                     LAUNCHES.append(f"{_name} at {_site()}")
-                return _on_device(_f(*args, **kwargs))
+                    _redo(lambda: _f(*args, **kwargs), out)
+                return out
             attr = wrapped
         setattr(xp, name, attr)
     return xp
@@ -185,20 +239,55 @@ def on_gpu_stand_in(monkeypatch):
     real_contiguous = np.ascontiguousarray
 
     def contiguous(a, *args, **kwargs):
+        out = real_contiguous(a, *args, **kwargs)
         if isinstance(a, Device) and not _inside[0] and not (
                 a.flags.c_contiguous and kwargs.get("dtype", args[0] if args else None) in (None, a.dtype)):
             LAUNCHES.append(f"ascontiguousarray (a copy) at {_site()}")
-        return real_contiguous(a, *args, **kwargs)
+            _redo(lambda: real_contiguous(a, *args, **kwargs), out)
+        return out
     monkeypatch.setattr(np, "ascontiguousarray", contiguous)
     fake_cupy = __import__("sys").modules["cupy"]
     for name in ("empty", "empty_like", "zeros", "ascontiguousarray"):     # the kernels' own outputs too
         monkeypatch.setattr(fake_cupy, name, lambda *a, _f=getattr(np, name), **k: _on_device(_f(*a, **k)))
+    fake_cupy.cuda = types.SimpleNamespace(Stream=graph_stand_in.Stream,
+                                           get_current_stream=graph_stand_in.get_current_stream)
+
+    def gemm(p, c):                      # a cuBLAS call (gemm.DIRECT): one launch
+        if not _inside[0]:
+            LAUNCHES.append(f"cublas gemm at {_site()}")
+            _redo(lambda: cuda_on_cpu.gemm(p, c))
+        return cuda_on_cpu.gemm(p, c)
+    monkeypatch.setattr(cuda_cublas, "gemm", gemm)
+    monkeypatch.setattr(cuda_cublas, "handle", lambda: None)
+    _record_kernels(monkeypatch)
     xp = device_numpy()
     monkeypatch.setattr(bert_module, "get_xp", lambda device: xp)
     monkeypatch.setattr(bert_module, "is_cupy", lambda m: m is xp)           # counter-based dropout
     monkeypatch.setattr(bert_module, "select_ops", lambda kernels, device, dtype: accel.cuda)
     READS.clear()
     yield
+
+
+def _record_kernels(monkeypatch):
+    """minibert's own kernels (raw, elementwise, reductions) recorded by a graph being captured: the
+    replay launches them again with the same arrays and the same scalars."""
+    def raw(self, grid, block, args, shared_mem=0, _real=cuda_on_cpu.RawKernel.__call__):
+        _redo(lambda: _real(self, grid, block, args, shared_mem))
+        return _real(self, grid, block, args, shared_mem)
+
+    def elementwise(self, *args, _real=cuda_on_cpu.ElementwiseKernel.__call__):
+        out = _real(self, *args)
+        outs = out if isinstance(out, tuple) else (out,)
+        _redo(lambda: _real(self, *args[:len(self.ins)], *outs))
+        return out
+
+    def reduction(self, *args, axis=None, _real=cuda_on_cpu.ReductionKernel.__call__):
+        out = _on_device(_real(self, *args, axis=axis))
+        _redo(lambda: _real(self, *args, axis=axis), out)
+        return out
+    monkeypatch.setattr(cuda_on_cpu.RawKernel, "__call__", raw)
+    monkeypatch.setattr(cuda_on_cpu.ElementwiseKernel, "__call__", elementwise)
+    monkeypatch.setattr(cuda_on_cpu.ReductionKernel, "__call__", reduction)
 
 
 def _reads_per_step(monkeypatch):

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import ops as ref
 from ...ops.common import get_array_module
-from ...ops.linear import to_half
+from ...ops.linear import check_linear, to_half
 from ..half import half_linear_backward, half_linear_forward
 from . import kernels, source
-from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
+from .gemm import half_matmul, matmul   # the products by cuBLAS (float16: float32 sums)
 from .kernels import applies
 
 # Column sums of (rows, H) arrays, for the parameters every row shares (LayerNorm's gamma and
@@ -74,10 +73,14 @@ extern "C" __global__ void colsum(const T* a, const unsigned short* ah, const in
 
 
 def linear_forward(x, W, b):
-    """``ops.linear_forward``, with the GPU's own float16 product in mixed precision."""
-    if W.dtype != np.float16:
-        return ref.linear_forward(x, W, b)
-    return half_linear_forward(x, W, b, half_matmul)
+    """``ops.linear_forward`` with the GPU's products (``gemm.matmul``), float16 in mixed precision."""
+    if W.dtype == np.float16:
+        return half_linear_forward(x, W, b, half_matmul)
+    check_linear(x, W, b)
+    y = matmul(x.reshape(-1, x.shape[-1]), W.T)
+    if b is not None:
+        y += b
+    return y.reshape(x.shape[:-1] + (W.shape[0],)), (x, W)
 
 
 def linear_backward(dy, cache, half_dx=False):
@@ -90,8 +93,8 @@ def linear_backward(dy, cache, half_dx=False):
         return half_linear_backward(dy, cache, half_matmul, sum_and_half=_sum_and_half, widen_dW=False,
                                     half_dx=half_dx)
     dy2 = dy.reshape(-1, dy.shape[-1])
-    dx = (dy2 @ W).reshape(x.shape)
-    dW = dy2.T @ x.reshape(-1, x.shape[-1])
+    dx = matmul(dy2, W).reshape(x.shape)
+    dW = matmul(dy2.T, x.reshape(-1, x.shape[-1]))
     return dx, dW, column_sums(dy2)[1]
 
 

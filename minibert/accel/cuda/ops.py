@@ -65,7 +65,7 @@ from ... import ops as ref
 from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
 from . import kernels, source
-from .gemm import half_matmul   # ops.half_matmul by cuBLAS: float16 operands, float32 sums
+from .gemm import half_matmul, matmul   # the products by cuBLAS (float16: float32 sums)
 from .kernels import applies, warp_rows
 
 
@@ -188,7 +188,7 @@ def raw_product(a, b):
     """``ops.attention.product(a, b, widen=False)`` with the GPU's own float16 product (tensor cores):
     in mixed precision the float16 product, not widened (a kernel reads float16 and computes in
     float32, as the reference's widening followed by its kernel would)."""
-    return half_matmul(a, b) if a.dtype == np.float16 else a @ b
+    return matmul(a, b)
 
 
 def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
@@ -208,7 +208,8 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
 def attention_backward(dout, cache):
     """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
     q, k, v = cache.q, cache.k, cache.v
-    dout = operand(dout, q)
+    # one copy of a transposed dout (float32: split_heads' view), where each product would make its own
+    dout = get_array_module(q).ascontiguousarray(operand(dout, q))
     dv = raw_product(cache.probs_d.swapaxes(-1, -2), dout)
     dscores = attention_dscores(raw_product(dout, v.swapaxes(-1, -2)), cache.probs, cache.keep,
                                 cache.inv_keep, cache.scale, cache.dead)     # float16 in mixed precision

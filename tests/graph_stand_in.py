@@ -1,0 +1,92 @@
+"""CUDA graph capture on the CPU stand-in: what a captured step may not do, and what its replay redoes.
+
+While a CUDA stream captures, nothing runs: every launch is recorded into a graph, and
+``graph.launch()`` later runs them all again on the same memory.  So a step captured into a
+graph must not read a device value (the value does not exist yet), copy host data to the
+device (the copy would not be redone), or call cuBLAS through CuPy (CuPy refuses); and a
+number given to a kernel as a scalar is frozen into the graph, while an array's contents are
+read again at each replay.
+
+Here the launches do run while they are recorded (the stand-in has no other way to know what
+they make), and each is also kept as a function that redoes it on the same arrays, with the
+same scalars: ``Graph.launch`` calls them in order.  A read, a host-to-device copy or a matmul
+during the capture raises, as on a GPU.  ``tests/test_sync_free_step.py``'s ``Device`` arrays
+and the kernels of ``tests/cuda_on_cpu.py`` report their launches here (``record``).
+"""
+from __future__ import annotations
+
+_recording = []      # the capture in progress: a list of replay functions, or nothing
+
+
+class CaptureError(RuntimeError):
+    """What CUDA (or CuPy) refuses while a stream captures."""
+
+
+def capturing() -> bool:
+    return bool(_recording)
+
+
+def record(replay) -> None:
+    """A launch was made: ``replay()`` makes it again."""
+    if _recording:
+        _recording[-1].append(replay)
+
+
+def refuse(what: str) -> None:
+    """Raise if a stream is capturing: ``what`` cannot be part of a graph."""
+    if _recording:
+        raise CaptureError(f"{what} during stream capture: not allowed in a CUDA graph")
+
+
+class Graph:
+    """The launches of one capture; ``launch`` runs them again, in order."""
+
+    def __init__(self, launches):
+        self.launches = launches
+
+    def launch(self, stream=None):
+        refuse("a graph launched")
+        for replay in self.launches:
+            replay()
+
+
+class Stream:
+    """``cupy.cuda.Stream``: a context that makes it current, and capture."""
+    current = None
+
+    def __init__(self, null=False, non_blocking=False, ptds=False):
+        self.ptr, self._outer = 1 if null else id(self), []
+
+    def __enter__(self):
+        self._outer.append(Stream.current)
+        Stream.current = self
+        return self
+
+    def __exit__(self, *exc):
+        Stream.current = self._outer.pop()
+        return False
+
+    def begin_capture(self, mode=None):
+        if _recording:
+            raise CaptureError("a stream is already capturing")
+        if self.ptr == 1:
+            raise CaptureError("cannot capture on the default (legacy) stream")
+        _recording.append([])
+
+    def end_capture(self) -> Graph:
+        if not _recording:
+            raise CaptureError("end_capture without begin_capture")
+        return Graph(_recording.pop())
+
+    def is_capturing(self) -> bool:
+        return bool(_recording)
+
+    def synchronize(self):
+        refuse("a stream synchronized")
+
+
+def get_current_stream():
+    return Stream.current or NULL
+
+
+NULL = Stream(null=True)
