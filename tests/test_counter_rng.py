@@ -59,3 +59,15 @@ def test_successive_draws_and_steps_differ_and_repeat():
     c.next_key()
     d((3,))
     np.testing.assert_array_equal(c((1000,)), d((1000,)))
+
+
+def test_a_draw_for_a_kernel_is_the_next_key_and_reseeding_rewrites_the_same_base():
+    """``next_draw`` gives (base in device memory, n) with next_key's counter; ``reseed`` starts a step
+    anew and writes its base into the same array, which a CUDA graph keeps reading."""
+    c, d = CounterUniform(5), CounterUniform(5)
+    base, n = c.next_draw()
+    assert n == 0 and base.shape == () and base.dtype == np.uint64 and int(base) == c.base
+    assert c.next_draw()[1] == 1 and d.next_key() == mix64(c.base) and c.next_key() == mix64((c.base + 2 * GOLDEN) & MASK)
+    c.reseed(6)
+    again, n = c.next_draw()
+    assert again is base and n == 0 and int(base) == CounterUniform(6).base != d.base

@@ -49,21 +49,40 @@ def counter_uniform(key: int, shape, xp=np, dtype=np.float32):
 class CounterUniform:
     """Dropout's source of uniforms for one step: each call (each dropout) takes the next key.
 
-    ``rng(shape)`` returns the uniforms as an array (for the reference ops);
-    ``rng.next_key()`` returns the key alone, for a kernel that computes the
-    same numbers itself.  Both advance the same counter, so a model whose
-    ops mix the two draws exactly the numbers of a model that uses one.
+    Draw n's key is mix64(base + n * golden), base = mix64(seed).  ``rng(shape)``
+    returns the uniforms as an array (for the reference ops); ``rng.next_key()``
+    returns the key alone; ``rng.next_draw()`` returns (base, n) with the base
+    in device memory, for a kernel that makes the key and the numbers itself.
+    All three advance the same counter, so a model whose ops mix them draws
+    exactly the numbers of a model that uses one.
+
+    ``reseed`` starts the next step's draws and writes its base into the same
+    device array: a step captured into a CUDA graph, which keeps reading that
+    array, draws the next step's numbers when it is replayed.
     """
 
     def __init__(self, seed: int, xp=np, dtype=np.float32):
-        self.base = mix64(int(seed) & MASK)
         self.xp, self.dtype = xp, dtype
+        self.base_on_device = None
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        self.base = mix64(int(seed) & MASK)
         self.calls = 0
+        if self.base_on_device is not None:
+            self.base_on_device[...] = np.uint64(self.base)
 
     def next_key(self) -> int:
         key = mix64((self.base + self.calls * GOLDEN) & MASK)
         self.calls += 1
         return key
+
+    def next_draw(self):
+        """(base, n): a 0-d uint64 array on the device holding the base, and the draw's number."""
+        if self.base_on_device is None:
+            self.base_on_device = self.xp.full((), np.uint64(self.base), dtype=np.uint64)
+        n, self.calls = self.calls, self.calls + 1
+        return self.base_on_device, n
 
     def __call__(self, shape):
         return counter_uniform(self.next_key(), shape, self.xp, self.dtype)

@@ -133,7 +133,11 @@ class BertModel:
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
             # counter-based: each dropout kernel computes its own uniforms from a key (accel/counter_rng.py)
-            self._uniform = CounterUniform(int(child.generate_state(1, np.uint64)[0]), self.xp, self.dtype)
+            seed = int(child.generate_state(1, np.uint64)[0])
+            if isinstance(getattr(self, "_uniform", None), CounterUniform):   # the same device array, anew
+                self._uniform.reseed(seed)
+            else:
+                self._uniform = CounterUniform(seed, self.xp, self.dtype)
         else:
             rng = self._dropout_rng = np.random.default_rng(child)
             self._uniform = lambda shape: self.ops.uniform(rng, shape, self.dtype)

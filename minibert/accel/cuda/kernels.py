@@ -53,10 +53,18 @@ def warp_rows(rows):
 def dropout_draws(rng, shape, dtype):
     """How a kernel gets dropout's uniforms for an array of ``shape``: (u, key, how).  how 2: a
     counter-based generator, whose numbers the kernel computes from ``key`` (u a stand-in); how 1:
-    any other generator's draws, the array u (key 0).  (how 0, no dropout, is the caller's.)"""
-    if hasattr(rng, "next_key"):
-        return dummy(dtype), rng.next_key(), 2
-    return rng(shape), 0, 1
+    any other generator's draws, the array u (``no_key()``).  (how 0, no dropout, is the caller's.)
+    A key is two kernel arguments: the step's base in device memory (a 0-d uint64 array, which a
+    CUDA graph reads again at each replay) and the draw's number (``CounterUniform.next_draw``)."""
+    if hasattr(rng, "next_draw"):
+        base, n = rng.next_draw()
+        return dummy(dtype), (base, np.uint64(n)), 2
+    return rng(shape), no_key(), 1
+
+
+def no_key():
+    """The key arguments of a launch without counter-based dropout."""
+    return dummy(np.uint64), np.uint64(0)
 
 
 @lru_cache(maxsize=None)
@@ -104,8 +112,11 @@ def elementwise():
         # inverted dropout: mask = (u >= p) / (1 - p);  y = x * mask
         dropout_fwd=ek("T x, T u, T p, T scale", "T y, T mask",
                        "mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd"),
-        # the same, with u = counter_uniform(key, i) computed here instead of read (counter_rng.py)
-        dropout_fwd_keyed=ek("T x, uint64 key, T p, T scale", "T y, T mask",
+        # the same, with u = counter_uniform(key, i) computed here instead of read (counter_rng.py), the
+        # key made from the step's base (a 0-d array on the device) and the draw's number
+        dropout_fwd_keyed=ek("T x, uint64 base, uint64 draw, T p, T scale", "T y, T mask",
+                             "unsigned long long key; {" + cuda_source.COUNTER_MIX.replace("KEY", "base").replace(
+                                 "(unsigned long long)(IDX + 1)", "draw") + " key = z; } " +
                              cuda_source.COUNTER_MIX.replace("KEY", "key").replace("IDX", "i") +
                              f" T u = {cuda_source.COUNTER_TO_T};"
                              " mask = u >= p ? scale : T(0); y = x * mask;", "minibert_dropout_fwd_keyed"),

@@ -32,13 +32,14 @@ def _forward(x, gamma, beta, eps, res=None):
     y, xhat = cupy.empty_like(x), cupy.empty_like(x)
     rstd = cupy.empty(x.shape[:-1] + (1,), dtype=x.dtype)
     t, dummy = x.dtype.type, kernels.dummy(x.dtype)
-    a, bias, u, key, how, p, scale, mask = res if res is not None else (dummy, None, dummy, 0, 0, 0.0, 1.0, dummy)
+    a, bias, u, key, how, p, scale, mask = res if res is not None else (dummy, None, dummy, kernels.no_key(), 0,
+                                                                         0.0, 1.0, dummy)
     if rows:                              # a grid of no blocks is a CUDA launch error
         kernels.kernel("layernorm_fwd", source.LAYERNORM_FWD, x.dtype)(
             *warp_rows(rows), (x, gamma, beta, y, xhat, rstd, np.int32(H), np.int64(rows), t(eps),
                                np.int32(res is not None), *kernels.float_or_half(a, x.dtype),
                                dummy if bias is None else bias, np.int32(bias is not None),
-                               u, np.uint64(key), np.int32(how), t(p), t(scale), mask))
+                               u, *key, np.int32(how), t(p), t(scale), mask))
     return y, LayerNormCache(xhat, rstd, gamma)
 
 
@@ -97,7 +98,7 @@ def dropout_add_layernorm_forward(a, x, gamma, beta, eps, p, rng, train, bias=No
         return y, ResidualCache(mask, norm)
     import cupy
     t, dummy = x.dtype.type, kernels.dummy(x.dtype)
-    key, how, u, mask = 0, 0, dummy, None
+    key, how, u, mask = kernels.no_key(), 0, dummy, None
     if train and p > 0.0:
         mask = cupy.empty_like(x)
         u, key, how = kernels.dropout_draws(rng, a.shape, x.dtype)

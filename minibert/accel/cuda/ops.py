@@ -76,7 +76,7 @@ def dropout_forward(x, p, rng, train):
     t = x.dtype.type
     u, key, how = kernels.dropout_draws(rng, x.shape, x.dtype)
     if how == 2:                      # a counter-based generator: the kernel makes its own numbers
-        return kernels.elementwise()["dropout_fwd_keyed"](x, np.uint64(key), t(p), t(1.0 / (1.0 - p)))
+        return kernels.elementwise()["dropout_fwd_keyed"](x, *key, t(p), t(1.0 / (1.0 - p)))
     return kernels.elementwise()["dropout_fwd"](x, u, t(p), t(1.0 / (1.0 - p)))
 
 
@@ -239,7 +239,7 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
         u, key, how = kernels.dropout_draws(rng, scores.shape, dtype)
         keep = cupy.empty(scores.shape, dtype=cupy.uint8)
     else:
-        u, key, how, keep = dummy, 0, 0, kernels.dummy(np.uint8)
+        u, key, how, keep = dummy, kernels.no_key(), 0, kernels.dummy(np.uint8)
     probs_d = cupy.empty(scores.shape, scores.dtype) if drop or half else dummy
     bias, dead = dummy, kernels.dummy(np.bool_)
     if mask_bias is not None:
@@ -249,7 +249,7 @@ def attention_probs(scores, scale, mask_bias, dropout_p, rng, train):
     rows = B * A * T
     kernels.kernel("attention_fwd", source.typed(source.ATTENTION_FWD, half), dtype)(
         *warp_rows(rows),
-        (scores, bias, np.int32(mask_bias is not None), u, np.uint64(key), np.int32(how), probs, probs_d,
+        (scores, bias, np.int32(mask_bias is not None), u, *key, np.int32(how), probs, probs_d,
          np.int32(half), keep, dead, np.int32(Tk), np.int64(A * T), np.int64(rows), t(scale), t(dropout_p),
          t(inv_keep)))
     dead = dead if mask_bias is not None else None

@@ -18,7 +18,12 @@ COUNTER_TO_T = ("sizeof(T) == 4 ? T((double)(z >> 40) * 5.9604644775390625e-08)"
 COUNTER_UNIFORM_DEVICE = (
     "__device__ __forceinline__ T counter_uniform(unsigned long long key, long long i) {\n"
     "    " + COUNTER_MIX.replace("KEY", "key").replace("IDX", "i") + "\n"
-    "    return " + COUNTER_TO_T + ";\n}\n")
+    "    return " + COUNTER_TO_T + ";\n}\n"
+    # draw n's key from the step's base, read from device memory (CounterUniform.next_draw):
+    # mix64(base + n * golden), the hash above with n in place of i + 1
+    "__device__ __forceinline__ unsigned long long draw_key(const unsigned long long* base, unsigned long long n) {\n"
+    "    " + COUNTER_MIX.replace("KEY", "*base").replace("(unsigned long long)(IDX + 1)", "n") + "\n"
+    "    return z;\n}\n")
 
 # A block-wide sum and max: each warp reduces with shuffles, warp 0 reduces the
 # per-warp results.  The leading __syncthreads() lets a kernel call these twice
@@ -99,19 +104,22 @@ ROWS_PER_BLOCK = 8
 #   xhat = (x - mean) * rstd;  y = xhat * gamma + beta
 # With has_res (the post-LN residual connection, ``residual.py``) what is normalised is
 # dropout(a + bias) + x instead: the sum is made first, into y, with dropout's mask (0 or 1 / (1 - p))
-# from the uniforms u (how = 1) or counter_uniform(key, k) (how = 2), none without dropout (how = 0);
+# from the uniforms u (how = 1) or counter_uniform(key, k) (how = 2, the key draw_key(key_base, draw)),
+# none without dropout (how = 0);
 # a is read from ah as float16 bits where a_half (mixed precision's product), the bias added if has_bias.
 LAYERNORM_FWD = r"""
 extern "C" __global__ void layernorm_fwd(const T* x, const T* gamma, const T* beta, T* y, T* xhat,
                                          T* rstd, const int H, const long long rows, const T eps,
                                          const int has_res, const T* a, const unsigned short* ah, const int a_half,
-                                         const T* bias, const int has_bias, const T* u, const unsigned long long key,
+                                         const T* bias, const int has_bias, const T* u,
+                                         const unsigned long long* key_base, const unsigned long long draw,
                                          const int how, const T p, const T scale, T* mask) {
     const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;              // the whole warp: its shuffles below have all 32 lanes
     const int lane = threadIdx.x & 31;
     const T* xr = x + row * H;
     if (has_res) {                        // each lane reads back below only what it wrote here
+        const unsigned long long key = how == 2 ? draw_key(key_base, draw) : 0ULL;
         for (int j = lane; j < H; j += 32) {
             const long long k = row * H + j;
             T d = a_half ? T(half_to_float(ah[k])) : a[k];
@@ -182,12 +190,14 @@ extern "C" __global__ void layernorm_bwd(const T* dy, const unsigned short* dyh,
 #   z = s * scale + bias[b];  p = exp(z - max z) / sum exp(z - max z)
 #   dropout: keep = u >= p_drop;  p_d = keep ? p / (1 - p_drop) : 0
 # bias is (B, Tk), the additive padding mask (used when has_bias); u the uniform draws (used
-# when has_drop = 1), or, when has_drop = 2, counter_uniform(key, k) computed here.
+# when has_drop = 1), or, when has_drop = 2, counter_uniform(key, k) computed here (the key made from the
+# step's base in device memory, draw_key(key_base, draw)).
 # SCORE_T and PD_T are T, or unsigned short (float16) in mixed precision: ``typed`` below sets them.
 # Without dropout probs_d is written only when write_pd (float16: the next product's operand).
 ATTENTION_FWD = r"""
 extern "C" __global__ void attention_fwd(const SCORE_T* s, const T* bias, const int has_bias, const T* u,
-                                         const unsigned long long key, const int has_drop, T* probs,
+                                         const unsigned long long* key_base, const unsigned long long draw,
+                                         const int has_drop, T* probs,
                                          PD_T* probs_d, const int write_pd, unsigned char* keep,
                                          bool* dead, const int Tk, const long long rows_per_batch,
                                          const long long rows, const T scale, const T p_drop, const T inv_keep) {
@@ -216,6 +226,7 @@ extern "C" __global__ void attention_fwd(const SCORE_T* s, const T* bias, const 
         total += exp(z - m);
     }
     total = warp_sum(total);
+    const unsigned long long key = has_drop == 2 ? draw_key(key_base, draw) : 0ULL;
     for (int j = lane; j < Tk; j += 32) {
         T z = SCORE_IN(sr[j]) * scale;
         if (br) z += br[j];
