@@ -23,7 +23,7 @@ import numbers
 import numpy as np
 
 from . import accel
-from .accel.cuda import loss_scaling
+from .accel.cuda import grads, loss_scaling
 from .backend import on_host
 from .ops.common import get_array_module
 
@@ -100,12 +100,14 @@ class AdamW:
             step_size, root_c2 = lr, 1.0
         self.update(lr, step_size, root_c2, go)
 
-    def update(self, lr, step_size, root_c2, go=None):
+    def update(self, lr, step_size, root_c2, go=None, decay=None):
         """The update itself, given the bias correction: step_size = lr / (1 - b1^t) and
         root_c2 = sqrt(1 - b2^t) (lr and 1 without it), and ``go`` (None, or the device's flag,
-        0 for a step not taken); ``step`` makes them, or on a GPU ``accel/cuda/loss_scaling.py``."""
+        0 for a step not taken); ``step`` makes them, or on a GPU ``accel/cuda/loss_scaling.py``,
+        which also makes ``decay`` (1 - lr wd) where the rate is on the device."""
         # decoupled weight decay p <- p (1 - lr wd), on the first n_decay entries only
-        decay = 1.0 - lr * self.weight_decay
+        if decay is None:
+            decay = 1.0 - lr * self.weight_decay
         n_decay = self.store.decay_size if self.weight_decay else 0
         # the update rule of ops/adamw.py, or the fused kernel of the model's set of ops
         self.store.ops.adamw_update(self.store.data, self.store.grad, self.m, self.v,
@@ -244,10 +246,10 @@ def scaled_step(opt, scaler, finite, lr=None) -> None:
     take=scaler.update(finite))``; without a scaler (None), ``opt.step(lr)``.  On a GPU with
     minibert's kernels the verdict, the step count and the bias correction are one launch
     (``accel/cuda/loss_scaling.py``) where they are about fifteen."""
-    if scaler is None:
+    if opt.store.ops is accel.cuda and loss_scaling.applies(scaler, opt, finite, lr):
+        loss_scaling.scale_and_count(scaler, opt, finite, lr)     # (a rate on the device: only here)
+    elif scaler is None:
         opt.step(lr)
-    elif opt.store.ops is accel.cuda and loss_scaling.applies(scaler, opt, finite):
-        loss_scaling.scale_and_count(scaler, opt, finite, lr)
     else:
         opt.step(lr, take=scaler.update(finite))
 
@@ -305,7 +307,10 @@ def clip_grad_norm(store, max_norm=1.0, on_device=False):
         _require_real("max_norm", max_norm, lambda x: 0 < x < math.inf,
                       "a positive finite number (or None: no clipping)")
     xp = store.xp
-    norm = xp.sqrt(xp.dot(store.grad, store.grad))
+    if store.ops is accel.cuda and accel.cuda.kernels.applies(store.grad):
+        norm = xp.sqrt(grads.sum_of_squares(store.grad))     # one launch, and no cuBLAS: a graph takes it
+    else:
+        norm = xp.sqrt(xp.dot(store.grad, store.grad))
     if on_device and not on_host(norm):
         if max_norm is not None:
             store.ops.clip_by_norm(store.grad, norm, max_norm)

@@ -451,4 +451,6 @@ def fake_cupy():
                  "int32", "int64"):
         setattr(m, name, getattr(np, name))
     m.asnumpy = np.asarray
+    import graph_stand_in       # streams, and their capture into graphs
+    m.cuda = types.SimpleNamespace(Stream=graph_stand_in.Stream, get_current_stream=graph_stand_in.get_current_stream)
     return m

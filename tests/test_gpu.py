@@ -262,6 +262,19 @@ def test_cublas_through_ctypes_computes_the_plans_product(case):
     np.testing.assert_allclose(got, theirs, rtol=1e-2 if a.dtype == np.float16 else 1e-5, atol=1e-3)
 
 
+def test_the_gradients_sum_of_squares_on_the_gpu():
+    """``grads.sum_of_squares`` on the GPU (a CuPy ReductionKernel) against the float64 dot product."""
+    import cupy
+    from minibert.accel.cuda import grads
+    rng = np.random.default_rng(0)
+    for dtype in ("float32", "float64"):
+        for n in (1, 1000, 4_000_001):
+            g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n)).astype(dtype)
+            got = float(grads.sum_of_squares(cupy.asarray(g)))
+            want = float(np.dot(g.astype(np.float64), g.astype(np.float64)))
+            assert abs(got - want) <= n * np.finfo(dtype).eps * want, (dtype, n)
+
+
 def test_a_cuda_graph_replays_the_captured_ops_on_new_inputs():
     """accel/cuda/graph.py on a GPU: the GPU ops of a small block (products by cuBLAS through ctypes,
     GELU, LayerNorm, attention) captured once; each replay on new inputs gives, bit for bit, what the

@@ -31,7 +31,8 @@ KERNEL_FUNCTIONS = ("layernorm_forward", "layernorm_backward", "gelu_forward", "
 
 
 def _clear_kernel_caches():
-    for cached in (cuda_kernels._raw, cuda_kernels.dummy, cuda_kernels.tickets, cuda_kernels.elementwise):
+    for cached in (cuda_kernels._raw, cuda_kernels.dummy, cuda_kernels.tickets, cuda_kernels.elementwise,
+                   cuda_kernels.reductions):
         cached.cache_clear()
 
 
@@ -563,3 +564,14 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
         compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
                           cuda_source.typed(cuda_source.ATTENTION_BWD, True)],
                  ("attention_fwd", "attention_bwd", "half_roundtrip"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_gradients_sum_of_squares_is_their_dot_product(dtype, kernels, rng):
+    """``grads.sum_of_squares`` (the clipping norm's square, one launch without cuBLAS) against the dot
+    product in float64: a sum of n positive terms, each rounding at most n ulp of the total."""
+    from minibert.accel.cuda import grads
+    for n in (1, 31, 1000, 70_001):
+        g = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n)).astype(dtype)
+        got, want = float(grads.sum_of_squares(g)), float(np.dot(g.astype(np.float64), g.astype(np.float64)))
+        assert abs(got - want) <= n * np.finfo(dtype).eps * want, (n, got, want)

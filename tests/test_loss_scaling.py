@@ -51,9 +51,9 @@ def recorded_updates(opt) -> list:
     """What ``opt.update`` receives from now on, call after call: (step_size, root_c2, go)."""
     calls, real = [], opt.update
 
-    def update(lr, step_size, root_c2, go=None):
+    def update(lr, step_size, root_c2, go=None, decay=None):
         calls.append((step_size, root_c2, go))
-        real(lr, step_size, root_c2, go)
+        real(lr, step_size, root_c2, go, decay)
     opt.update = update
     return calls
 
@@ -143,3 +143,38 @@ def test_what_the_kernel_does_not_take_goes_to_the_array_expressions(monkeypatch
     np.testing.assert_array_equal(to_numpy(opt.store.data), before)
     scaled_step(opt, None, dev(True, np.bool_), 1e-3)     # no scaler: always taken
     assert opt.t == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_without_a_scaler_a_rate_on_the_device_steps_as_the_host_rate_does(monkeypatch, dtype):
+    """A float32 step captured into a graph: no scaler, the learning rate read from a device array the
+    host rewrites before each step.  The kernel counts every step, in place, and the update is
+    ``opt.step(lr)``'s (the weight decay's factor the same bits; the bias correction's pow may
+    differ in the last bit on the CPU, see the module's docstring)."""
+    cuda_kernels_on_numpy(monkeypatch)
+    (ref, _), (opt, _) = (optimiser(dtype, True, None, dev, np) for _ in range(2))
+    got, want = recorded_updates(opt), []
+    lr_there, grads = dev(0.0, np.float64), np.random.default_rng(3).standard_normal((4, 300))
+    assert not loss_scaling.applies(None, opt, dev(True, np.bool_))          # a host rate: opt.step's
+    for step, g in enumerate(grads, start=1):
+        for o in (ref, opt):
+            o.store.grad[...] = dev(g, dtype)
+        lr = 1e-3 * step
+        ref.step(lr)
+        want.append(dtype(1.0 - lr * ref.weight_decay))
+        lr_there[...] = lr
+        assert loss_scaling.applies(None, opt, dev(True, np.bool_), lr_there)
+        scaled_step(opt, None, dev(False, np.bool_), lr_there)              # (no scaler: the verdict unused)
+        if step == 1:
+            count = opt._t
+        assert opt._t is count and host_number(opt._t) == ref.t == step     # counted in place
+        eps = 8 * np.finfo(dtype).eps
+        for a, b in [(opt.store.data, ref.store.data), (opt.m, ref.m), (opt.v, ref.v)]:
+            np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=eps, atol=eps, err_msg=f"step {step}")
+    assert [host_number(c[2]) for c in got] == [1] * 4
+    decays = []
+    real = accel.cuda.adamw_update
+    monkeypatch.setattr(accel.cuda, "adamw_update", lambda *a: decays.append(a[9]) or real(*a))
+    lr_there[...] = 5e-3
+    scaled_step(opt, None, dev(True, np.bool_), lr_there)
+    assert to_numpy(decays[0]).tobytes() == np.array(1.0 - 5e-3 * opt.weight_decay, dtype).tobytes()

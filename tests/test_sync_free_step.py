@@ -249,8 +249,6 @@ def on_gpu_stand_in(monkeypatch):
     fake_cupy = __import__("sys").modules["cupy"]
     for name in ("empty", "empty_like", "zeros", "ascontiguousarray"):     # the kernels' own outputs too
         monkeypatch.setattr(fake_cupy, name, lambda *a, _f=getattr(np, name), **k: _on_device(_f(*a, **k)))
-    fake_cupy.cuda = types.SimpleNamespace(Stream=graph_stand_in.Stream,
-                                           get_current_stream=graph_stand_in.get_current_stream)
 
     def gemm(p, c):                      # a cuBLAS call (gemm.DIRECT): one launch
         if not _inside[0]:

@@ -17,10 +17,16 @@ from __future__ import annotations
 import numpy as np
 
 from ... import ops as ref
-from . import kernels, source
+from . import graph, kernels, source
 from .kernels import applies
 
 THREADS, MAX_BLOCKS = 256, 4096     # a grid-stride loop: a larger model loops more, with no more blocks
+
+
+def sum_of_squares(g):
+    """sum(g * g) of a 1-D array on the device, a 0-d array there, in one launch: the gradients' norm,
+    squared, for ``optim.clip_grad_norm``.  (CuPy's dot is cuBLAS's, which a graph's capture refuses.)"""
+    return kernels.reductions()["sum_of_squares"](g)
 
 
 def _address(a) -> int:
@@ -54,6 +60,8 @@ def add_grads(dsts, srcs):
     if not all(applies(d) and d.dtype == dtype and d.shape == s.shape and kernels.on_device(s)
                and s.flags.c_contiguous and s.dtype in (dtype, np.float16) for d, s in pairs):
         return ref.add_grads(dsts, srcs)
+    if graph.capturing():       # the table is copied from the host, which a graph cannot hold; in a
+        return ref.add_grads(dsts, srcs)    # graph the adds' launches cost the host nothing: the same sums
     import cupy
     runs = groups([d for d, _ in pairs])
     table, where = [], []

@@ -25,6 +25,13 @@ from contextlib import contextmanager
 from . import gemm
 
 
+def capturing() -> bool:
+    """Whether the current stream is capturing a graph: an op whose usual way would copy from the host
+    takes another then (``grads.add_grads``)."""
+    import cupy
+    return cupy.cuda.get_current_stream().is_capturing()
+
+
 @contextmanager
 def direct_products():
     """Every product by ``cublas.py`` inside the block: the work that warms up a graph runs so, and

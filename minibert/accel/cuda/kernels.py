@@ -102,6 +102,14 @@ def threads_per_row(n):
 
 
 @lru_cache(maxsize=None)
+def reductions():
+    """The reduction kernels: the sum of squares of an array (a gradient's norm, squared)."""
+    import cupy
+    return dict(sum_of_squares=cupy.ReductionKernel("T x", "T out", "x * x", "a + b", "out = a", "0",
+                                                    "minibert_sum_of_squares"))
+
+
+@lru_cache(maxsize=None)
 def elementwise():
     """The elementwise kernels (CuPy compiles each for the dtypes it is called with)."""
     import cupy

@@ -292,7 +292,7 @@ def adamw_update(p, g, m, v, b1, b2, step_size, root_c2, eps, decay, n_decay, go
     def number(x):              # a device number as it is (of the kernel's type), a host one converted
         return x.astype(p.dtype, copy=False) if kernels.on_device(x) else t(x)
     kernels.elementwise()["adamw"](g, t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), number(step_size),
-                                   number(root_c2), t(eps), t(decay), np.int64(n_decay),
+                                   number(root_c2), t(eps), number(decay), np.int64(n_decay),
                                    t(1) if go is None else number(go), p, m, v)
 
 
