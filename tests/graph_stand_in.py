@@ -9,13 +9,43 @@ read again at each replay.
 
 Here the launches do run while they are recorded (the stand-in has no other way to know what
 they make), and each is also kept as a function that redoes it on the same arrays, with the
-same scalars: ``Graph.launch`` calls them in order.  A read, a host-to-device copy or a matmul
-during the capture raises, as on a GPU.  ``tests/test_sync_free_step.py``'s ``Device`` arrays
-and the kernels of ``tests/cuda_on_cpu.py`` report their launches here (``record``).
+same scalars: ``Graph.launch`` calls them in order.  So that the capture changes nothing, as on a
+GPU, every device array made before it is put back as it was when it ends, and every one made
+during it is filled with garbage (NaN, or all bits set): its contents exist only once the graph
+is launched.  A read, a host-to-device copy or a matmul during the capture raises, as on a GPU.
+``tests/test_sync_free_step.py``'s ``Device`` arrays and the kernels of ``tests/cuda_on_cpu.py``
+report their launches here (``record``) and their memory (``register``).
 """
 from __future__ import annotations
 
+import weakref
+
+import numpy as np
+
 _recording = []      # the capture in progress: a list of replay functions, or nothing
+_owners = weakref.WeakValueDictionary()     # id -> a live array that owns device memory
+_saved = []          # the capture in progress: (array, its contents when it began)
+
+
+def _owner(a):
+    while isinstance(getattr(a, "base", None), np.ndarray):
+        a = a.base
+    return a
+
+
+def register(a) -> None:
+    """``a`` (a device array, or a view of one) holds device memory: a capture must leave it as it was."""
+    o = _owner(a)
+    if id(o) not in _owners:
+        _owners[id(o)] = o
+
+
+def _garbage(a):
+    flat = a.view(np.ndarray).reshape(-1)
+    if a.dtype.kind == "f":
+        flat.fill(np.nan)
+    elif a.dtype.kind in "iub" and flat.flags.c_contiguous:
+        flat.view(np.uint8).fill(0xFF)
 
 
 class CaptureError(RuntimeError):
@@ -71,12 +101,23 @@ class Stream:
             raise CaptureError("a stream is already capturing")
         if self.ptr == 1:
             raise CaptureError("cannot capture on the default (legacy) stream")
+        # (plain copies: a device array's copy would be one more array made during the capture)
+        _saved[:] = [(a, np.array(a.view(np.ndarray), copy=True)) for a in list(_owners.values())
+                     if a.flags.writeable]
         _recording.append([])
 
     def end_capture(self) -> Graph:
         if not _recording:
             raise CaptureError("end_capture without begin_capture")
-        return Graph(_recording.pop())
+        graph = Graph(_recording.pop())          # (first: the restoring below is no launch of the graph)
+        before = {id(a) for a, _ in _saved}
+        for a in list(_owners.values()):
+            if id(a) not in before and a.flags.writeable:
+                _garbage(a)
+        for a, contents in _saved:
+            np.copyto(a.view(np.ndarray), contents)
+        _saved.clear()
+        return graph
 
     def is_capturing(self) -> bool:
         return bool(_recording)

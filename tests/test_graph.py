@@ -71,3 +71,102 @@ def test_a_capture_refuses_what_a_graph_cannot_hold(what, fn, on_gpu_stand_in):
         graph.Graph(lambda: fn(x, xp))
     assert not graph_stand_in.capturing()               # the failed capture was ended
     assert graph.Graph(lambda: x * 2).replay().tolist() == [2.0] * 4
+
+
+def _trained(steps, precision, capture, corpus_rng_seed=1):
+    """A tiny model (dropout on) trained ``steps`` steps by a GraphStep on the stand-in, which captures
+    after its warm-up steps or (``capture=False``) never: the same work one launch at a time."""
+    import minibert as mb
+    from minibert.optim import AdamW, LossScaler
+    from minibert.train import graph_step
+    from conftest import padded_batch
+    cfg = mb.BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=16)
+    mixed = precision == "mixed"
+    model = mb.BertForPreTraining(cfg, seed=3, device="cuda", kernels="fast", mixed_precision=mixed)
+    opt = AdamW(model.params, lr=1e-3, weight_decay=0.01)
+    scaler = LossScaler(init_scale=2.0 ** 10) if mixed else None
+    step = graph_step.GraphStep(model, opt, scaler, (3, 11), max_predictions=6, max_grad_norm=1.0)
+    if not capture:
+        step.steps = -10 ** 9              # never reaches the warm-up's end
+    rng, results = np.random.default_rng(corpus_rng_seed), []
+    for k in range(steps):
+        batch = padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])   # 4, 3, 6 labels
+        r = step(batch, 1e-3 * (k + 1), (7, k))
+        results.append({name: np.array(v, copy=True) if hasattr(v, "shape") else v for name, v in r.items()})
+    state = dict(params=np.array(model.params.data), m=np.array(opt.m), v=np.array(opt.v), t=opt.t)
+    if scaler is not None:
+        state.update(scale=float(scaler.scale), good=int(scaler.good_steps))
+    return results, state, step
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed"])
+def test_a_captured_step_trains_as_the_same_step_run_one_launch_at_a_time(precision, on_gpu_stand_in):
+    """Five steps on batches with different numbers of MLM labels, a rate that changes every step and
+    dropout keyed by the step: the replays (steps 3 to 5) give, bit for bit, what the same work run
+    launch by launch gives: the weights, AdamW's moments and count, the loss scale, and each
+    step's loss, sums and norm."""
+    (a, state_a, graphed), (b, state_b, _) = (_trained(5, precision, capture) for capture in (True, False))
+    assert graphed.graph is not None and len(graphed.graph.graph.launches) > 50
+    for k, (x, y) in enumerate(zip(a, b), start=1):
+        assert x.keys() == y.keys()
+        for name in x:
+            np.testing.assert_array_equal(x[name], y[name], err_msg=f"step {k}: {name}")
+    for name in state_a:
+        np.testing.assert_array_equal(state_a[name], state_b[name], err_msg=name)
+    assert state_a["t"] == 5 and np.isfinite(a[-1]["loss"]) and [r["n_mlm"] for r in a] == [4, 3, 6, 4, 3]
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed"])
+def test_a_graph_step_is_the_trainers_step(precision, on_gpu_stand_in):
+    """What GraphStep runs (captured or not, above) is the ordinary step: forward on the batch as it
+    comes, backward at the loss scale, unscaling and clipping, AdamW at the host's rate.  The same
+    losses and weights up to float32 rounding: the padded MLM rows add zeros to the decoder's sums,
+    and the bias correction's pow is the kernel's."""
+    import minibert as mb
+    from minibert.optim import AdamW, LossScaler, scaled_step, unscale_and_clip
+    from conftest import padded_batch
+    results, state, _ = _trained(4, precision, capture=False)
+    cfg = mb.BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=16)
+    mixed = precision == "mixed"
+    model = mb.BertForPreTraining(cfg, seed=3, device="cuda", kernels="fast", mixed_precision=mixed)
+    opt = AdamW(model.params, lr=1e-3, weight_decay=0.01)
+    scaler = LossScaler(init_scale=2.0 ** 10) if mixed else None
+    rng = np.random.default_rng(1)
+    for k in range(4):
+        batch = padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])
+        model.seed_dropout((7, k))
+        out = model.forward(**batch, train=True)
+        loss_scale = scaler.scale if scaler else 1.0
+        model.backward(loss_scale=loss_scale)
+        norm = unscale_and_clip(model.params, 1.0, loss_scale)
+        scaled_step(opt, scaler, model.xp.isfinite(norm), 1e-3 * (k + 1))
+        tol = 1e-4 if mixed else 1e-5     # (a float16 product rounds once more where its sums differ)
+        np.testing.assert_allclose(float(out.loss), results[k]["loss"], rtol=tol, err_msg=f"step {k + 1}")
+        np.testing.assert_allclose(float(norm), results[k]["grad_norm"], rtol=1e-4, err_msg=f"step {k + 1}")
+        assert results[k]["n_mlm"] == len(out.mlm_targets) and results[k]["tokens"] == batch["attention_mask"].sum()
+        np.testing.assert_allclose(float(out.mlm_loss) * len(out.mlm_targets), results[k]["mlm_loss"], rtol=tol)
+    # (AdamW's update is about lr in size whatever the gradient's: a gradient near eps that differs in
+    # its last bits, or by a float16 rounding, moves a weight by a share of lr, 1e-3 to 4e-3 here)
+    np.testing.assert_allclose(np.array(model.params.data), state["params"], rtol=0, atol=2e-4 if mixed else 2e-5)
+    assert opt.t == state["t"] == 4
+
+
+def test_a_graph_step_names_a_batch_it_was_not_built_for(on_gpu_stand_in):
+    import minibert as mb
+    from minibert.optim import AdamW
+    from minibert.train.graph_step import GraphStep
+    from conftest import padded_batch
+    cfg = mb.BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=16)
+    model = mb.BertForPreTraining(cfg, seed=3, device="cuda", kernels="fast")
+    opt = AdamW(model.params, lr=1e-3)
+    with pytest.raises(ValueError, match=r"max_predictions must be in \[1, 33\]"):
+        GraphStep(model, opt, None, (3, 11), max_predictions=34)
+    step = GraphStep(model, opt, None, (3, 11), max_predictions=3)
+    batch = padded_batch(np.random.default_rng(0), 97)
+    with pytest.raises(ValueError, match=r"the batch has 4 MLM labels, more than max_predictions=3"):
+        step(batch, 1e-3, (0, 0))
+    with pytest.raises(ValueError, match=r"built for batches of shape \(3, 11\), got \(3, 10\)"):
+        step({k: v[:, :10] if v.ndim == 2 else v for k, v in batch.items()}, 1e-3, (0, 0))
+    with pytest.raises(ValueError, match="built for batches with nsp_labels"):
+        step(dict(batch, nsp_labels=None), 1e-3, (0, 0))
+    assert step.steps == 0 and opt.t == 0             # nothing was run

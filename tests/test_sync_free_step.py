@@ -10,6 +10,7 @@ are ``Device`` arrays, NumPy arrays that count every read as CuPy would make one
 their kernels compiled for the CPU.  A whole run is trained, and the reads of each step counted.
 """
 import json
+import sys
 import types
 
 import numpy as np
@@ -19,6 +20,7 @@ import minibert.model.bert as bert_module
 import minibert.train.loop as loop
 from minibert import accel
 from minibert.accel.cuda import cublas as cuda_cublas
+from minibert.ops import common as ops_common
 from minibert.train import TrainArgs, pretrain
 import cuda_on_cpu
 import graph_stand_in
@@ -65,6 +67,9 @@ class Device(np.ndarray):
     def __array_wrap__(self, obj, context=None, return_scalar=False):
         return np.asarray(obj).view(Device)
 
+    def __array_finalize__(self, obj):
+        graph_stand_in.register(self)
+
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         if not _inside[0]:
             LAUNCHES.append(f"{ufunc.__name__}{'' if method == '__call__' else '.' + method} at {_site()}")
@@ -78,7 +83,9 @@ class Device(np.ndarray):
             out = tuple(np.asarray(r).view(Device) for r in result) if isinstance(result, tuple) else (
                 np.asarray(result).view(Device) if isinstance(result, (np.ndarray, np.generic)) else None)
             out = out if isinstance(out, tuple) or out is None else (out,)
-        if not _inside[0] and out is not None:     # the replay writes the same outputs again
+        if not _inside[0] and method == "at":     # in place, returns nothing: the replay adds again
+            _redo(lambda: ufunc.at(*inputs, **kwargs))
+        elif not _inside[0] and out is not None:     # the replay writes the same outputs again
             plain = tuple(o.view(np.ndarray) for o in out)
             _redo(lambda: getattr(ufunc, method)(*inputs, **dict(kwargs, out=plain)))
         if out is None:
@@ -98,6 +105,8 @@ class Device(np.ndarray):
         finally:
             _inside[0] -= 1
         if not isinstance(result, (np.ndarray, np.generic)):
+            if top and result is None:         # in place (copyto, put...): the replay does it again
+                _redo(lambda: super(Device, self).__array_function__(func, plain, args, kwargs))
             return result
         result = np.asarray(result).view(Device)
         if top:
@@ -110,6 +119,12 @@ class Device(np.ndarray):
             LAUNCHES.append(f"astype at {_site()}")
             _redo(lambda: self.view(np.ndarray).astype(dtype), out)
         return out
+
+    def fill(self, value):
+        if not _inside[0]:
+            LAUNCHES.append(f"fill at {_site()}")
+            _redo(lambda: np.ndarray.fill(self, value))
+        np.ndarray.fill(self, value)
 
     def copy(self, *args, **kwargs):
         LAUNCHES.append(f"copy at {_site()}")
@@ -213,7 +228,7 @@ def device_numpy():
     xp = types.ModuleType("device_numpy")
     for name in dir(np):
         attr = getattr(np, name)
-        if callable(attr) and not isinstance(attr, type):
+        if callable(attr) and not isinstance(attr, (type, np.ufunc)):     # (a ufunc sees Device arrays itself)
             def wrapped(*args, _f=attr, _name=name, **kwargs):
                 if _name in SIZED_BY_DATA and any(isinstance(a, Device) for a in args):
                     READS.append(f"{_name} at {_caller()}")
@@ -259,6 +274,12 @@ def on_gpu_stand_in(monkeypatch):
     monkeypatch.setattr(cuda_cublas, "handle", lambda: None)
     _record_kernels(monkeypatch)
     xp = device_numpy()
+    # the module of a device array is this NumPy, as CuPy is a CuPy array's: what an op makes with
+    # ``get_array_module(x).zeros(...)`` is on the device too, and is seen
+    real_module = ops_common.get_array_module
+    for name, module in list(sys.modules.items()):
+        if name.startswith("minibert") and getattr(module, "get_array_module", None) is real_module:
+            monkeypatch.setattr(module, "get_array_module", lambda a: xp if isinstance(a, Device) else real_module(a))
     monkeypatch.setattr(bert_module, "get_xp", lambda device: xp)
     monkeypatch.setattr(bert_module, "is_cupy", lambda m: m is xp)           # counter-based dropout
     monkeypatch.setattr(bert_module, "select_ops", lambda kernels, device, dtype: accel.cuda)
@@ -277,7 +298,8 @@ def _record_kernels(monkeypatch):
         out = _real(self, *args)
         outs = out if isinstance(out, tuple) else (out,)
         _redo(lambda: _real(self, *args[:len(self.ins)], *outs))
-        return out
+        # device arrays, as on a GPU: what is done with them is seen (and recorded) too
+        return tuple(_on_device(o) for o in outs) if isinstance(out, tuple) else _on_device(out)
 
     def reduction(self, *args, axis=None, _real=cuda_on_cpu.ReductionKernel.__call__):
         out = _on_device(_real(self, *args, axis=axis))

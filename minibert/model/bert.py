@@ -70,8 +70,7 @@ class BertModel:
         self.config = config
         self.pre_ln = check_flag("pre_ln", pre_ln)     # before the parameters: it adds the final LayerNorm
         self.xp = get_xp(device)
-        self.device = device
-        self.seed = seed
+        self.device, self.seed = device, seed
         if mixed_precision and self.dtype != np.float32:
             raise ValueError(f"mixed_precision keeps float32 master weights: it needs dtype='float32', "
                              f"got {self.dtype}")
@@ -133,11 +132,9 @@ class BertModel:
         child = np.random.SeedSequence(seed).spawn(1)[0]
         if is_cupy(self.xp):
             # counter-based: each dropout kernel computes its own uniforms from a key (accel/counter_rng.py)
-            seed = int(child.generate_state(1, np.uint64)[0])
-            if isinstance(getattr(self, "_uniform", None), CounterUniform):   # the same device array, anew
-                self._uniform.reseed(seed)
-            else:
-                self._uniform = CounterUniform(seed, self.xp, self.dtype)
+            old = getattr(self, "_uniform", None)     # (reseeded: a captured graph reads the same base array)
+            self._uniform = old if isinstance(old, CounterUniform) else CounterUniform(0, self.xp, self.dtype)
+            self._uniform.reseed(int(child.generate_state(1, np.uint64)[0]))
         else:
             rng = self._dropout_rng = np.random.default_rng(child)
             self._uniform = lambda shape: self.ops.uniform(rng, shape, self.dtype)
@@ -307,6 +304,13 @@ class BertForPreTraining(BertModel):
         train = self._mode(train)
         ids, types, mask = prepare_inputs(self.xp, self.config, input_ids, token_type_ids, attention_mask)
         labels = check_labels(self.xp, self.config, mlm_labels, nsp_labels, ids.shape)
+        return self._forward(ids, types, mask, labels, train)
+
+    __call__ = forward
+
+    def _forward(self, ids, types, mask, labels, train):
+        """``forward`` on checked inputs on the device; ``labels`` as ``check_labels`` makes them, or with
+        "targets" at "positions" (``train/graph_step.py`` pads them to a fixed count, -100 there)."""
         h, pooled, caches = self._encode(ids, types, mask, train)
         (mlm_logits, nsp_logits, positions), caches["heads"] = heads_forward(
             self.ops, h, pooled, self.heads, self.config, labels["mlm"], labels["positions"])
@@ -314,20 +318,16 @@ class BertForPreTraining(BertModel):
                                 nsp_targets=labels["nsp"])
         losses = []
         if labels["mlm"] is not None:
-            out.mlm_targets = labels["mlm"].reshape(-1)[positions]
+            given = labels.get("targets")
+            out.mlm_targets = labels["mlm"].reshape(-1)[positions] if given is None else given
             out.mlm_loss, caches["mlm_ce"] = self.ops.softmax_cross_entropy_forward(mlm_logits, out.mlm_targets)
             losses.append(out.mlm_loss)
         if labels["nsp"] is not None:
             out.nsp_loss, caches["nsp_ce"] = self.ops.softmax_cross_entropy_forward(nsp_logits, labels["nsp"])
             losses.append(out.nsp_loss)
-        if losses:
-            out.loss = sum(losses[1:], losses[0])
-            self._cache = caches
-        else:
-            self._cache = None
+        out.loss = sum(losses[1:], losses[0]) if losses else None
+        self._cache = caches if losses else None
         return out
-
-    __call__ = forward
 
     def backward(self, accumulate=False, loss_scale=1.0, loss_counts=None):
         """Gradients of ``loss`` (from the last forward with labels) into ``self.params.grads``.

@@ -1,0 +1,106 @@
+"""A training step on the GPU replayed as one CUDA graph (``accel/cuda/graph.py``).
+
+At the lab sizes a step is its launches: a few hundred, each some microseconds of the host's
+time.  ``GraphStep`` runs the step's work (forward with both losses, backward, the batch's
+sums, unscaling and clipping, AdamW with the loss scaler's decision) one by one for ``WARMUP``
+steps, then captures it once and from then on replays it: one launch a step.
+
+What changes from one step to the next is written by the host into device arrays before each
+step, since a graph replays its launches with the arguments they were captured with:
+
+* the batch: ids, segments, mask, MLM and NSP labels, into arrays of a fixed shape.  The MLM
+  head runs at the labelled positions, whose number varies; here they are padded to a fixed
+  count (``max_predictions``) with targets -100, which the loss ignores;
+* the learning rate (AdamW's kernels read it there, ``loss_scaling.py``), and dropout's base
+  key (``CounterUniform.reseed``);
+* the number of labelled positions, by which the mean MLM loss becomes the batch's sum.
+
+The loss scale, the step count and the good steps live on the device already and are updated in
+place.  Products go through ``cublas.py``, also in the steps before the capture, so that every
+step computes what a replay computes.  One process, one micro-batch a step (no ``--accum``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..accel.cuda import bookkeeping, graph
+from ..model.inputs import IGNORE_INDEX, check_labels, prepare_inputs
+from ..optim import scaled_step, unscale_and_clip
+
+WARMUP = 2      # steps run one by one before the capture: kernels compiled, the memory pool filled
+
+
+class GraphStep:
+    """``step(batch, lr, dropout_seed)``: one training step of ``model`` on a host batch of ``shape``
+    (batch, seq_len) with at most ``max_predictions`` MLM labels; returns a dict of device arrays
+    (loss, the batch's sums, the gradients' norm, whether it is finite), rewritten by each step."""
+
+    def __init__(self, model, opt, scaler, shape, max_predictions, max_grad_norm=None, nsp=True):
+        xp = model.xp
+        B, T = shape
+        self.model, self.opt, self.scaler, self.max_grad_norm = model, opt, scaler, max_grad_norm
+        self.shape, self.P = (B, T), int(max_predictions)
+        if not 0 < self.P <= B * T:
+            raise ValueError(f"max_predictions must be in [1, {B * T}] (batch x seq_len), got {max_predictions}")
+        i64 = np.int64
+        self.ids, self.types, self.mask, self.mlm = (xp.zeros((B, T), dtype=i64) for _ in range(4))
+        self.nsp = xp.zeros(B, dtype=i64) if nsp else None      # nsp=False: batches without NSP labels
+        self.positions, self.targets = xp.zeros(self.P, dtype=i64), xp.full(self.P, IGNORE_INDEX, dtype=i64)
+        self.n_mlm, self.lr = xp.zeros((), dtype=np.float64), xp.zeros((), dtype=np.float64)
+        self.steps, self.graph = 0, None
+
+    def _load(self, batch, lr):
+        """The host's batch checked there and written into the step's arrays, with the rate and the
+        count; returns the host counts (masked tokens, pairs, tokens)."""
+        c = self.model.config
+        ids, types, mask = prepare_inputs(np, c, batch["input_ids"], batch.get("token_type_ids"),
+                                          batch.get("attention_mask"))
+        if ids.shape != self.shape:
+            raise ValueError(f"this step was built for batches of shape {self.shape}, got {ids.shape}")
+        labels = check_labels(np, c, batch["mlm_labels"], batch.get("nsp_labels"), ids.shape)
+        if (labels["nsp"] is None) != (self.nsp is None):
+            raise ValueError(f"this step was built for batches {'with' if self.nsp is not None else 'without'} "
+                             f"nsp_labels")
+        where = labels["positions"]
+        if len(where) > self.P:
+            raise ValueError(f"the batch has {len(where)} MLM labels, more than max_predictions={self.P}")
+        # padded with positions that have no label, target -100: distinct, as the head's backward
+        # needs (it assigns each row's gradient back to its position); the loss ignores them
+        free = np.flatnonzero(labels["mlm"].reshape(-1) == IGNORE_INDEX)[:self.P - len(where)]
+        positions = np.concatenate([where, free])
+        targets = np.full(self.P, IGNORE_INDEX, dtype=np.int64)
+        targets[:len(where)] = labels["mlm"].reshape(-1)[where]
+        for dst, src in ((self.ids, ids), (self.types, types), (self.mask, mask), (self.mlm, labels["mlm"]),
+                         (self.nsp, labels["nsp"]), (self.positions, positions), (self.targets, targets),
+                         (self.n_mlm, np.float64(len(where))), (self.lr, np.float64(lr))):
+            if dst is not None:
+                dst[...] = self.model.xp.asarray(src)
+        return len(where), 0 if self.nsp is None else len(ids), int(mask.sum())
+
+    def _work(self):
+        """The step's device work, all of it in the graph: no read, no host copy, fixed shapes."""
+        model, scaler = self.model, self.scaler
+        labels = dict(mlm=self.mlm, nsp=self.nsp, positions=self.positions, targets=self.targets)
+        out = model._forward(self.ids, self.types, self.mask, labels, True)
+        loss_scale = scaler.scale if scaler is not None else 1.0
+        model.backward(loss_scale=loss_scale)
+        _, nsp_loss, mlm_hits, nsp_hits = bookkeeping.batch_sums(out)
+        mlm_loss = out.mlm_loss.astype(np.float64) * self.n_mlm       # the labelled positions' sum
+        grad_norm = unscale_and_clip(model.params, self.max_grad_norm, loss_scale)
+        finite = model.xp.isfinite(grad_norm)
+        scaled_step(self.opt, scaler, finite, self.lr)
+        return dict(loss=out.loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss, mlm_correct=mlm_hits,
+                    nsp_correct=nsp_hits, grad_norm=grad_norm, finite=finite)
+
+    def __call__(self, batch, lr, dropout_seed):
+        counts = self._load(batch, lr)
+        self.model.seed_dropout(dropout_seed)
+        if self.graph is None and self.steps >= WARMUP:
+            self.graph = graph.Graph(self._work)      # captured, not run: the replay below runs it
+        if self.graph is not None:
+            result = self.graph.replay()
+        else:
+            with graph.direct_products():
+                result = self._work()
+        self.steps += 1
+        return dict(result, n_mlm=counts[0], n_nsp=counts[1], tokens=counts[2])
