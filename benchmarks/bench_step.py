@@ -74,6 +74,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMS = ("minibert", "torch-gathered", "torch-stock", "torch-sdpa")
+# on a GPU only, chosen with --forms: minibert's step with every product by cuBLAS through ctypes
+# (gemm.DIRECT), and the trainer's step replayed as one CUDA graph (train/graph_step.py: the
+# step's norm, sums and decision too, a little more work than the bare step above)
+GPU_FORMS = ("minibert-direct", "minibert-graph")
 GATHERED = ("torch-gathered", "torch-sdpa")          # the MLM head at the labelled positions only
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                "MINIBERT_NUM_THREADS")
@@ -193,6 +197,18 @@ def run_minibert(cfg, batch, args):
         opt.step()
         return float(out.loss)
 
+    if args.form == "minibert-graph":
+        from minibert.train.graph_step import GraphStep
+        n_masked = int((batch["mlm_labels"] != -100).sum())
+        graphed = GraphStep(model, opt, scaler if args.mixed_precision else None, batch["input_ids"].shape,
+                            max_predictions=n_masked)
+        count = [0]
+
+        def graph_step():     # the host batch copied into the graph's arrays, then one launch
+            count[0] += 1
+            return float(graphed(batch, 1e-4, (0, count[0]))["loss"])
+        return graph_step, peak
+
     def mixed_step():       # as the trainer's step: on a GPU the scaler decides there, nothing is read
         out = model.forward(**batch, train=True)
         model.backward(loss_scale=scaler.scale)
@@ -261,7 +277,15 @@ def run_torch(cfg, batch, args, gathered, attn):
         scaler.update()
         return float(loss)
 
-    return (mixed_step if args.mixed_precision else step), peak
+    chosen = mixed_step if args.mixed_precision else step
+    if args.form == "minibert-direct":
+        from minibert.accel.cuda.graph import direct_products
+
+        def direct_step():
+            with direct_products():
+                return chosen()
+        return direct_step, peak
+    return chosen, peak
 
 
 def worker(args):
@@ -276,7 +300,7 @@ def measure(args):
     batch, n_masked = make_batch(cfg, args.batch, args.seq_len)
     base_kib = _status_kib("VmRSS")
     args.form = args.worker
-    if args.form == "minibert":
+    if args.form.startswith("minibert"):
         step, peak = run_minibert(cfg, batch, args)
     else:
         step, peak = run_torch(cfg, batch, args, gathered=args.form in GATHERED,
@@ -284,7 +308,7 @@ def measure(args):
     losses = [step() for _ in range(args.warmup)]
     can_reset = reset_peak_rss()
     gpu_pool = None
-    if args.device == "cuda" and args.form == "minibert":
+    if args.device == "cuda" and args.form.startswith("minibert"):
         import cupy
         gpu_pool = cupy.get_default_memory_pool()
         gpu_pool.free_all_blocks()       # what the timed steps need is re-reserved
@@ -436,18 +460,21 @@ def main_parent(args):
             print(f"| {form} | {1e3 * r['step_s']:.1f} | {1e3 * r['min_s']:.1f} | {r['tokens_per_s']:.0f} | {r['gflops']:.1f} | "
                   f"{r['gemm_peak']:.1f} | {100 * r['gflops'] / r['gemm_peak']:.0f}% | {r['peak_mib']:.0f} |")
     print("\n## ratios minibert / PyTorch (median step time, best step time in brackets; peak memory)")
-    others = [f for f in args.forms if f != "minibert"]
-    print("| preset | " + " | ".join(f"/ {f}" for f in others) + " | memory / torch-gathered |")
-    print("|---|" + "---:|" * (len(others) + 1))
+    mine = [f for f in args.forms if f.startswith("minibert")]
+    others = [f for f in args.forms if f not in mine]
+    print("| preset | form | " + " | ".join(f"/ {f}" for f in others) + " | memory / torch-gathered |")
+    print("|---|---|" + "---:|" * (len(others) + 1))
     by = {(r["preset"], r["form"]): r for r in results}
     for preset in args.presets:
-        m = by.get((preset, "minibert"))
-        if not m:
-            continue
-        fmt = lambda a, b, key: f"{a[key] / b[key]:.2f}x" if b else "-"
-        both = lambda a, b: f"{fmt(a, b, 'step_s')} ({fmt(a, b, 'min_s')})" if b else "-"
-        cells = [both(m, by.get((preset, f))) for f in others]
-        print(f"| {preset} | " + " | ".join(cells) + f" | {fmt(m, by.get((preset, 'torch-gathered')), 'peak_mib')} |")
+        for form in mine:
+            m = by.get((preset, form))
+            if not m:
+                continue
+            fmt = lambda a, b, key: f"{a[key] / b[key]:.2f}x" if b else "-"
+            both = lambda a, b: f"{fmt(a, b, 'step_s')} ({fmt(a, b, 'min_s')})" if b else "-"
+            cells = [both(m, by.get((preset, f))) for f in others]
+            print(f"| {preset} | {form} | " + " | ".join(cells)
+                  + f" | {fmt(m, by.get((preset, 'torch-gathered')), 'peak_mib')} |")
     busy = [b for r in results for b in (r["busy_before"] or []) if b is not None]
     if busy:
         print(f"\n# CPU use by other processes in the second before each run: "
@@ -547,7 +574,7 @@ def profile(args):
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--presets", nargs="+", default=["tiny", "mini", "small"])
-    ap.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
+    ap.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS + GPU_FORMS)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -572,11 +599,14 @@ def parse(argv=None):
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--profile", metavar="PRESET", help="per-function profile of minibert's step instead")
     ap.add_argument("--smoke", action="store_true", help="a few seconds: tiny shapes, to check the script runs")
-    ap.add_argument("--worker", choices=FORMS, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=FORMS + GPU_FORMS, help=argparse.SUPPRESS)
     ap.add_argument("--preset", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.mixed_precision and args.dtype != "float32":
         ap.error("--mixed-precision keeps float32 master weights: it needs --dtype float32")
+    gpu_only = [f for f in args.forms if f in GPU_FORMS]
+    if gpu_only and args.device != "cuda":
+        ap.error(f"the forms {', '.join(gpu_only)} run on a GPU only: add --device cuda")
     if args.smoke:
         args.presets, args.seq_len, args.batch, args.reps, args.warmup = ["tiny"], 16, 2, 2, 1
         args.rounds, args.wait_idle = 1, 0.0

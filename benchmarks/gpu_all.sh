@@ -13,6 +13,9 @@
 #      x seq-len 128, 512, both precisions, one process each;
 #   8. attention's four products at every preset's shapes, float16 by CuPy and by gemm.py's direct
 #      cuBLAS call, float32 by CuPy (bench_attention.py --products).
+#  10. the step as one CUDA graph (train/graph_step.py) and with every product by cuBLAS through
+#      ctypes, against minibert's own step and PyTorch: tiny, mini, small at 128 and small at 512,
+#      both precisions, a process per form (part graph).
 #   9. before and after on the same machine: with BASELINE=DIR, a copy of an earlier minibert
 #      (`mkdir .baseline && git archive REV | tar -x -C .baseline`, about 10 MB; .baseline is
 #      ignored by git, so a machine that takes the working tree needs it named to carry), the lab
@@ -23,7 +26,7 @@
 #   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
 #   INPROC=1: the step table with bench_step.py --in-process (every form in one process per setting,
 #   without a start-up of CuPy, torch and transformers per form and size).
-#   ONLY="steps loop" (any of: tests steps ladder notebooks loop profile sweep products ab) runs those parts alone, so that
+#   ONLY="steps loop" (any of: tests graph steps ladder notebooks loop profile sweep products ab) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
 cd "$(dirname "$0")/.."
@@ -34,7 +37,7 @@ OUT=$(cd "$OUT" && pwd)       # absolute: part ab runs from another folder
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
 reps=${REPS:-$reps}; rounds=${ROUNDS:-$rounds}    # or set by hand: REPS=10 ROUNDS=1
-ONLY=${ONLY:-tests steps ladder notebooks loop profile sweep products ab}
+ONLY=${ONLY:-tests graph steps ladder notebooks loop profile sweep products ab}
 part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -47,9 +50,21 @@ tail -3 "$OUT/test_gpu.log"
 fi
 
 # a GPU out of idle runs its first second or so at low clocks: warm it before the first timing
-part steps && $PY -c "import cupy as cp; a = cp.ones((4096, 4096), cp.float32)
+{ part steps || part graph; } && $PY -c "import cupy as cp; a = cp.ones((4096, 4096), cp.float32)
 for _ in range(1000): a @ a            # about 3 s
 cp.cuda.Device().synchronize()"
+part graph && for precision in float32 mixed; do
+  flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
+  for seq in 128 512; do
+    name="graph_${precision}_${seq}"
+    presets="tiny mini small"; [ "$seq" = 512 ] && presets="small"
+    echo "== bench_step $precision seq-len $seq: minibert's step, its products through ctypes, as one CUDA graph"
+    $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag \
+        --forms minibert minibert-direct minibert-graph torch-gathered torch-sdpa --rounds 1 --reps "$reps" \
+        --wait-idle 0 --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+    sed -n '/## ratios/,$p' "$OUT/$name.md"; grep -m3 -i "error\|Traceback" "$OUT/$name.md"
+  done
+done
 part steps && for precision in float32 mixed; do
   flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
   for seq in 128 512; do

@@ -18,9 +18,15 @@ def test_bench_step_smoke_prints_every_form_and_the_ratios():
     assert res.returncode == 0, res.stderr[-2000:]
     for form in ("| minibert |", "| torch-gathered |", "| torch-stock |", "| torch-sdpa |"):
         assert form in res.stdout
-    assert "ratios minibert / PyTorch" in res.stdout and "| tiny |" in res.stdout
-    assert "| preset | / torch-gathered | / torch-stock | / torch-sdpa | memory / torch-gathered |" in res.stdout
+    assert "ratios minibert / PyTorch" in res.stdout and "| tiny | minibert |" in res.stdout
+    assert "| preset | form | / torch-gathered | / torch-stock | / torch-sdpa | memory / torch-gathered |" in res.stdout
     assert "MFU (% of peak)" in res.stdout
+
+
+def test_bench_step_refuses_the_gpu_forms_on_the_cpu():
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--smoke", "--forms",
+                          "minibert", "minibert-graph"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "the forms minibert-graph run on a GPU only: add --device cuda" in res.stderr
 
 
 def test_bench_step_in_one_process_times_every_form_as_the_workers_do(tmp_path):

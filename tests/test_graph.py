@@ -9,6 +9,7 @@ import pytest
 
 from minibert import accel
 from minibert.accel.cuda import gemm, graph
+from minibert.backend import to_numpy
 import graph_stand_in
 from test_sync_free_step import REASON, Device, device_numpy, on_gpu_stand_in  # noqa: F401 (a fixture)
 
@@ -92,8 +93,8 @@ def _trained(steps, precision, capture, corpus_rng_seed=1):
     for k in range(steps):
         batch = padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])   # 4, 3, 6 labels
         r = step(batch, 1e-3 * (k + 1), (7, k))
-        results.append({name: np.array(v, copy=True) if hasattr(v, "shape") else v for name, v in r.items()})
-    state = dict(params=np.array(model.params.data), m=np.array(opt.m), v=np.array(opt.v), t=opt.t)
+        results.append({name: to_numpy(v).copy() if hasattr(v, "shape") else v for name, v in r.items()})
+    state = dict(params=to_numpy(model.params.data), m=to_numpy(opt.m), v=to_numpy(opt.v), t=opt.t)
     if scaler is not None:
         state.update(scale=float(scaler.scale), good=int(scaler.good_steps))
     return results, state, step
