@@ -53,31 +53,26 @@ fi
 { part steps || part graph; } && $PY -c "import cupy as cp; a = cp.ones((4096, 4096), cp.float32)
 for _ in range(1000): a @ a            # about 3 s
 cp.cuda.Device().synchronize()"
-part graph && for precision in float32 mixed; do
-  flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
-  for seq in 128 512; do
-    name="graph_${precision}_${seq}"
-    presets="tiny mini small"; [ "$seq" = 512 ] && presets="small"
-    echo "== bench_step $precision seq-len $seq: minibert's step, its products through ctypes, as one CUDA graph"
-    $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag \
-        --forms minibert minibert-direct minibert-graph torch-gathered torch-sdpa --rounds 1 --reps "$reps" \
-        --wait-idle 0 --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
-    sed -n '/## ratios/,$p' "$OUT/$name.md"; grep -m3 -i "error\|Traceback" "$OUT/$name.md"
+# tables PREFIX "LAB PRESETS" "512 PRESETS" ARGS...: bench_step.py at 128 and 512, both precisions
+tables() {
+  local prefix=$1 at128=$2 at512=$3; shift 3
+  for precision in float32 mixed; do
+    flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
+    for seq in 128 512; do
+      name="${prefix}_${precision}_${seq}"
+      presets=$at128; [ "$seq" = 512 ] && presets=$at512
+      echo "== bench_step $precision seq-len $seq ($prefix)"
+      $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag --reps "$reps" \
+          --wait-idle 0 "$@" --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+      sed -n '/## ratios/,$p' "$OUT/$name.md"; grep -m3 "Error\|Traceback" "$OUT/$name.md"
+    done
   done
-done
-part steps && for precision in float32 mixed; do
-  flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
-  for seq in 128 512; do
-    name="step_${precision}_${seq}"
-    presets="tiny mini small base"; [ "$seq" = 512 ] && presets="small base"
-    echo "== bench_step $precision seq-len $seq"
-    $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag \
-        --forms minibert torch-gathered torch-sdpa --rounds "$rounds" --reps "$reps" --wait-idle 0 \
-        ${INPROC:+--in-process} \
-        --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
-    sed -n '/## ratios/,$p' "$OUT/$name.md"
-  done
-done
+}
+# minibert's step, its products through ctypes, as one CUDA graph; a process per form
+part graph && tables graph "tiny mini small" "small" \
+    --forms minibert minibert-direct minibert-graph torch-gathered torch-sdpa --rounds 1
+part steps && tables step "tiny mini small base" "small base" \
+    --forms minibert torch-gathered torch-sdpa --rounds "$rounds" ${INPROC:+--in-process}
 
 if part ladder; then
 echo "== the attention ladder (v1 naive, v2a and v2 fused softmax by block and by warp, v3 online softmax, v4 tiled) against SDPA"
