@@ -452,5 +452,6 @@ def fake_cupy():
         setattr(m, name, getattr(np, name))
     m.asnumpy = np.asarray
     import graph_stand_in       # streams, and their capture into graphs
-    m.cuda = types.SimpleNamespace(Stream=graph_stand_in.Stream, get_current_stream=graph_stand_in.get_current_stream)
+    m.cuda = types.SimpleNamespace(Stream=graph_stand_in.Stream, get_current_stream=graph_stand_in.get_current_stream,
+                                   MemoryPool=graph_stand_in.MemoryPool, using_allocator=graph_stand_in.using_allocator)
     return m

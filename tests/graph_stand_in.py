@@ -19,6 +19,7 @@ report their launches here (``record``) and their memory (``register``).
 from __future__ import annotations
 
 import weakref
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -128,6 +129,18 @@ class Stream:
 
 def get_current_stream():
     return Stream.current or NULL
+
+
+class MemoryPool:
+    """``cupy.cuda.MemoryPool``: here NumPy allocates, and an array lives as long as it is referenced."""
+
+    def malloc(self, size):
+        raise NotImplementedError("the stand-in's arrays are NumPy's")
+
+
+@contextmanager
+def using_allocator(allocator=None):
+    yield
 
 
 NULL = Stream(null=True)

@@ -14,9 +14,11 @@ fills before the replay, and the captured work must not
   ``cublas.py`` instead (``gemm.DIRECT``),
 * change its shapes: a graph is one sequence of launches for one set of shapes.
 
-Memory: the arrays the captured work allocates come from CuPy's pool for the capturing stream,
-a stream of this graph's own, so nothing else is handed their memory; the arrays it returns
-(``outputs``) are rewritten by every replay.
+Memory: a graph replays its kernels on the addresses they were captured with, so the memory the
+captured work allocates must stay the graph's, also the arrays Python frees once the capture is
+over (the forward's caches): it comes from a memory pool of the graph's own, which nothing else
+allocates from and ``free_all_blocks`` on CuPy's default pool does not touch.  The arrays the work
+returns (``outputs``) are rewritten by every replay.
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ class Graph:
         cublas.handle()                                   # made before the capture: it allocates
         cupy.cuda.get_current_stream().synchronize()      # the work before the capture is done
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        with direct_products(), self.stream:
+        self.pool = cupy.cuda.MemoryPool()                # the graph's memory, for as long as it lives
+        with direct_products(), self.stream, cupy.cuda.using_allocator(self.pool.malloc):
             self.stream.begin_capture()
             try:
                 self.outputs = fn()
