@@ -19,6 +19,7 @@ from minibert.accel.cuda import ops as cuda_ops
 from minibert.accel.cuda import loss as cuda_loss
 from minibert.accel.cuda import source as cuda_source
 from minibert.accel.cuda import cublas as cuda_cublas
+from minibert.accel.cuda import loss_scaling
 from conftest import padded_batch
 import cuda_on_cpu
 
@@ -551,13 +552,13 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
     parts = [cuda_source.LAYERNORM_FWD, cuda_source.LAYERNORM_BWD, cuda_source.typed(cuda_source.ATTENTION_FWD, False),
              cuda_source.typed(cuda_source.ATTENTION_BWD, False), cuda_linear.COLSUM, cuda_source.ADD_MANY,
              cuda_loss.XENT_FWD, cuda_loss.XENT_BWD, cuda_act.ACT_FWD, cuda_act.ACT_BWD,
-             cuda_ops.SPLIT_QKV, cuda_ops.MERGE_QKV.replace("ELEM_T", ctype)]
-    for k in cuda_kernels.elementwise().values():
+             cuda_ops.SPLIT_QKV, cuda_ops.MERGE_QKV.replace("ELEM_T", ctype), loss_scaling.SCALE_AND_COUNT]
+    for k in [*cuda_kernels.elementwise().values(), *cuda_kernels.reductions().values()]:
         k = getattr(k, "map", k)                      # a reduction: its per-element expression
         parts.append(k.cuda_source(ctype))
     compiles("kernels", parts, ("layernorm_fwd", "layernorm_bwd", "attention_fwd", "attention_bwd", "minibert_adamw",
                                 "act_fwd", "act_bwd", "split_qkv", "merge_qkv", "minibert_mask_bias", "colsum", "add_many", "xent_fwd",
-                                "xent_bwd"))
+                                "xent_bwd", "scale_and_count", "minibert_dropout_fwd_keyed", "minibert_sum_of_squares_map"))
     from minibert.accel.cuda import ladder     # the ladder's two softmax rungs (the others hold constants to set)
     compiles("ladder", [ladder.BLOCK_SOFTMAX, ladder.WARP_SOFTMAX], ("softmax_block_rows", "softmax_warp_rows"))
     if ctype == "float":      # mixed precision's attention kernels: float16 in and out, float32 inside
