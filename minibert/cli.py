@@ -116,6 +116,9 @@ def _model_options(g, d: TrainArgs) -> None:
     g.add_argument("--mixed-precision", action="store_true",
                    help="float16 matrix products against float32 master weights, with dynamic loss "
                         "scaling: fast on a GPU's tensor cores; on the CPU an emulation, 2-3x slower")
+    g.add_argument("--cuda-graph", action="store_true",
+                   help="on a GPU: capture a step as one CUDA graph and replay it, one launch a step (faster "
+                        "at small sizes, where a step is its launches); batches padded to --seq-len")
     g.add_argument("--kernels", choices=["fast", "reference"], default=d.kernels, help="fast: minibert/accel's "
                    "kernels; reference: minibert/ops alone, the definition, slower (default: %(default)s)")
 

@@ -166,8 +166,45 @@ def test_a_graph_step_names_a_batch_it_was_not_built_for(on_gpu_stand_in):
     batch = padded_batch(np.random.default_rng(0), 97)
     with pytest.raises(ValueError, match=r"the batch has 4 MLM labels, more than max_predictions=3"):
         step(batch, 1e-3, (0, 0))
-    with pytest.raises(ValueError, match=r"built for batches of shape \(3, 11\), got \(3, 10\)"):
-        step({k: v[:, :10] if v.ndim == 2 else v for k, v in batch.items()}, 1e-3, (0, 0))
+    with pytest.raises(ValueError, match=r"built for batches of shape \(3, 11\), got \(2, 11\)"):
+        step({k: v[:2] for k, v in batch.items()}, 1e-3, (0, 0))
     with pytest.raises(ValueError, match="built for batches with nsp_labels"):
         step(dict(batch, nsp_labels=None), 1e-3, (0, 0))
     assert step.steps == 0 and opt.t == 0             # nothing was run
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(mixed_precision=True)], ids=["float32", "mixed"])
+def test_pretrain_with_cuda_graph_trains_as_without(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in, kw):
+    """``pretrain --cuda-graph`` on the stand-in: steps 3 to 6 replayed, nothing read back inside a step,
+    and the records those of the run without it, up to float32 rounding (its batches are padded to
+    --seq-len, which changes the products' shapes, not what they compute)."""
+    import json
+    from minibert.train import args as train_args, pretrain
+    from test_sync_free_step import _args, _reads_per_step
+    monkeypatch.setattr(train_args, "get_xp", lambda device: None)      # (no CuPy: the stand-in is it)
+    plain = pretrain(_args(corpus_file, tmp_path / "plain", data_worker="thread", **kw), log=lambda *a: None)
+    found = _reads_per_step(monkeypatch)
+    said = []
+    graphed = pretrain(_args(corpus_file, tmp_path / "graph", data_worker="thread", device="cuda", cuda_graph=True,
+                             **kw), log=said.append)
+    assert not [s for s in said if "could not be captured" in s]
+    assert [f[0] for f in found] == list(range(1, 7)) and all(f[1] == [] for f in found)
+
+    def train(folder):
+        return [r for r in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "train"]
+    a, b = train(tmp_path / "plain"), train(tmp_path / "graph")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [3, 6]
+    for x, y in zip(a, b):
+        for key in ("loss", "mlm_loss", "nsp_loss", "grad_norm"):
+            assert y[key] == pytest.approx(x[key], rel=1e-4), key
+        assert {k: x[k] for k in x if "acc" in k or k in ("tokens", "loss_scale", "skipped_steps")} == \
+               {k: y[k] for k in y if "acc" in k or k in ("tokens", "loss_scale", "skipped_steps")}
+    assert plain.step == graphed.step == 6
+
+
+def test_cuda_graph_needs_a_gpu_step_of_one_batch():
+    from minibert.train import TrainArgs
+    from minibert.train.args import check_args
+    for kw in (dict(), dict(device="cuda", kernels="reference"), dict(device="cuda", accum=2)):
+        with pytest.raises(ValueError, match="--cuda-graph replays a GPU step"):
+            check_args(TrainArgs(cuda_graph=True, **kw), probe_out=False)

@@ -236,6 +236,10 @@ def device_numpy():
                 if _name in ("asarray", "array") and args and not isinstance(args[0], Device):
                     graph_stand_in.refuse(f"a host-to-device copy ({_name} at {_caller()})")
                 out = _on_device(_f(*args, **kwargs))
+                if _name == "array" and args and isinstance(args[0], Device) and kwargs.get("copy", True) \
+                        and not _inside[0]:          # a copy of a device array: a kernel
+                    LAUNCHES.append(f"array (a copy) at {_site()}")
+                    _redo(lambda: np.asarray(args[0], dtype=kwargs.get("dtype")), out)
                 if _name in FILLS and not _inside[0]:
                     LAUNCHES.append(f"{_name} at {_site()}")
                     _redo(lambda: _f(*args, **kwargs), out)

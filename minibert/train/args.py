@@ -43,6 +43,7 @@ class TrainArgs:
     device: str = "cpu"
     dtype: str = "float32"
     mixed_precision: bool = False      # float16 products, float32 master weights, dynamic loss scaling
+    cuda_graph: bool = False           # on a GPU: each step replayed as one CUDA graph (train/graph_step.py)
     kernels: str = "fast"              # the accelerated kernels; "reference": minibert/ops alone
     seed: int = 0
     out: str = "runs/minibert"
@@ -123,6 +124,7 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     if not 5 <= args.seq_len <= config.max_position_embeddings:
         raise ValueError(f"--seq-len must be between 5 ([CLS] A [SEP] B [SEP]) and the config's "
                          f"max_position_embeddings={config.max_position_embeddings}, got {args.seq_len}")
+    _check_cuda_graph(args)
     get_xp(args.device)  # a clear error now if CuPy or the GPU is missing
     resolve_dtype(args.dtype)
     if args.kernels not in KERNELS:
@@ -141,6 +143,12 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
 
 
 DATA_WORKERS = ("auto", "thread", "process")
+
+
+def _check_cuda_graph(args: TrainArgs) -> None:
+    if args.cuda_graph and (args.device != "cuda" or args.kernels != "fast" or args.accum != 1):
+        raise ValueError("--cuda-graph replays a GPU step with minibert's kernels, one batch a step: it needs "
+                         "--device cuda, --kernels fast and --accum 1")
 
 
 def _check_data_worker(args: TrainArgs) -> None:

@@ -18,8 +18,13 @@ step, since a graph replays its launches with the arguments they were captured w
 The loss scale, the step count and the good steps live on the device already and are updated in
 place.  Products go through ``cublas.py``, also in the steps before the capture, so that every
 step computes what a replay computes.  One process, one micro-batch a step (no ``--accum``).
+A batch shorter than the step's sequence length is padded to it (``[PAD]``, masked out).
+``pretrain --cuda-graph`` runs its steps so (``for_run``); a capture the GPU refuses is said
+once, and the steps go on one launch at a time.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -35,7 +40,7 @@ class GraphStep:
     (batch, seq_len) with at most ``max_predictions`` MLM labels; returns a dict of device arrays
     (loss, the batch's sums, the gradients' norm, whether it is finite), rewritten by each step."""
 
-    def __init__(self, model, opt, scaler, shape, max_predictions, max_grad_norm=None, nsp=True):
+    def __init__(self, model, opt, scaler, shape, max_predictions, max_grad_norm=None, nsp=True, log=None):
         xp = model.xp
         B, T = shape
         self.model, self.opt, self.scaler, self.max_grad_norm = model, opt, scaler, max_grad_norm
@@ -47,7 +52,19 @@ class GraphStep:
         self.nsp = xp.zeros(B, dtype=i64) if nsp else None      # nsp=False: batches without NSP labels
         self.positions, self.targets = xp.zeros(self.P, dtype=i64), xp.full(self.P, IGNORE_INDEX, dtype=i64)
         self.n_mlm, self.lr = xp.zeros((), dtype=np.float64), xp.zeros((), dtype=np.float64)
-        self.steps, self.graph = 0, None
+        self.steps, self.graph, self.log = 0, None, log or print
+
+    @classmethod
+    def for_run(cls, args, model, opt, scaler, comm, log):
+        """``pretrain``'s step with ``--cuda-graph`` (None without): batch x seq-len, at most
+        ceil(mlm_probability x seq_len) labels a sequence unless --max-predictions says."""
+        if not args.cuda_graph:
+            return None
+        if comm.size > 1:
+            raise ValueError("--cuda-graph runs in one process: data parallelism is not captured")
+        per_seq = args.max_predictions or math.ceil(args.seq_len * args.mlm_probability)
+        return cls(model, opt, scaler, (args.batch_size, args.seq_len), min(args.batch_size * per_seq,
+                   args.batch_size * args.seq_len), args.max_grad_norm or None, nsp=not args.no_nsp, log=log)
 
     def _load(self, batch, lr):
         """The host's batch checked there and written into the step's arrays, with the rate and the
@@ -55,9 +72,14 @@ class GraphStep:
         c = self.model.config
         ids, types, mask = prepare_inputs(np, c, batch["input_ids"], batch.get("token_type_ids"),
                                           batch.get("attention_mask"))
-        if ids.shape != self.shape:
+        if ids.shape[0] != self.shape[0] or ids.shape[1] > self.shape[1]:
             raise ValueError(f"this step was built for batches of shape {self.shape}, got {ids.shape}")
         labels = check_labels(np, c, batch["mlm_labels"], batch.get("nsp_labels"), ids.shape)
+        pad = ((0, 0), (0, self.shape[1] - ids.shape[1]))      # to the step's length: [PAD], masked out
+        ids, types, mask = (np.pad(a, pad, constant_values=v) for a, v in ((ids, c.pad_token_id), (types, 0),
+                                                                           (mask, 0)))
+        labels["mlm"] = np.pad(labels["mlm"], pad, constant_values=IGNORE_INDEX)
+        labels["positions"] = np.flatnonzero(labels["mlm"].reshape(-1) != IGNORE_INDEX)
         if (labels["nsp"] is None) != (self.nsp is None):
             raise ValueError(f"this step was built for batches {'with' if self.nsp is not None else 'without'} "
                              f"nsp_labels")
@@ -83,20 +105,35 @@ class GraphStep:
         labels = dict(mlm=self.mlm, nsp=self.nsp, positions=self.positions, targets=self.targets)
         out = model._forward(self.ids, self.types, self.mask, labels, True)
         loss_scale = scaler.scale if scaler is not None else 1.0
+        # the scale this step used, kept apart from the scaler's update in place (a copy on the device)
+        scale_used = model.xp.asarray(loss_scale, dtype=np.float64).copy() if scaler is not None else None
         model.backward(loss_scale=loss_scale)
         _, nsp_loss, mlm_hits, nsp_hits = bookkeeping.batch_sums(out)
         mlm_loss = out.mlm_loss.astype(np.float64) * self.n_mlm       # the labelled positions' sum
         grad_norm = unscale_and_clip(model.params, self.max_grad_norm, loss_scale)
         finite = model.xp.isfinite(grad_norm)
         scaled_step(self.opt, scaler, finite, self.lr)
-        return dict(loss=out.loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss, mlm_correct=mlm_hits,
-                    nsp_correct=nsp_hits, grad_norm=grad_norm, finite=finite)
+        result = dict(loss=out.loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss, mlm_correct=mlm_hits,
+                      nsp_correct=nsp_hits, grad_norm=grad_norm, finite=finite)
+        return result if scale_used is None else dict(result, loss_scale=scale_used)
+
+    @staticmethod
+    def sums(result) -> dict:
+        """A step's result as ``metrics.batch_stats`` gives a batch's sums (no NSP sums without pairs)."""
+        n_nsp = result["n_nsp"]
+        return dict(mlm_loss=result["mlm_loss"], nsp_loss=result["nsp_loss"] if n_nsp else 0.0,
+                    mlm_correct=result["mlm_correct"], nsp_correct=result["nsp_correct"] if n_nsp else 0,
+                    n_mlm=result["n_mlm"], n_nsp=n_nsp, tokens=result["tokens"])
 
     def __call__(self, batch, lr, dropout_seed):
         counts = self._load(batch, lr)
         self.model.seed_dropout(dropout_seed)
-        if self.graph is None and self.steps >= WARMUP:
-            self.graph = graph.Graph(self._work)      # captured, not run: the replay below runs it
+        if self.graph is None and self.steps == WARMUP:
+            try:
+                self.graph = graph.Graph(self._work)  # captured, not run: the replay below runs it
+            except Exception as exc:                  # the GPU (or CuPy) refused: go on without
+                self.log(f"warning: --cuda-graph: the step could not be captured ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}); it runs one launch at a time")
         if self.graph is not None:
             result = self.graph.replay()
         else:

@@ -20,6 +20,7 @@ from .checkpoints import checkpoint_to_resume, restore_run, run_identity, save_r
 from .data import Prefetch, data_summary, prepare_data
 from .data_worker import ProcessPrefetch
 from .errors import DISK_FULL, AgreedError, TrainingError, os_error_in, replaced, writes
+from .graph_step import GraphStep
 from .health import Health
 from .metrics import (MetricsLog, add, batch_stats, evaluate, open_metrics, summarize, token_counts,
                       unigram_baseline, unknown_share)
@@ -112,6 +113,7 @@ class Run:
     comm: object                   # the data-parallel ranks (dist.py); one process: Single
     metrics: MetricsLog            # metrics.jsonl and the sums of the steps since its last train record
     health: Health = None          # whether a step went wrong (on a GPU, read at the next log)
+    graph: object = None           # --cuda-graph: the step as a CUDA graph (graph_step.py)
 
     def __post_init__(self):
         self.health = Health(self.comm, lambda: self.last_ckpt)
@@ -183,6 +185,11 @@ def train_step(run: Run, lr: float) -> None:
     With ``--accum`` n, n micro-batches add up their gradients before the one AdamW step.
     """
     args, model, scaler, comm = run.args, run.model, run.scaler, run.comm
+    if run.graph is not None:                      # --cuda-graph: the same step, one launch
+        r = run.graph(run.stream.next_batch(), lr, comm.dropout_seed(args.seed, run.step))
+        _book(run, run.graph.sums(r), r["grad_norm"], r["finite"], r.get("loss_scale"))
+        run.step += 1
+        return
     # dropout masks depend on (seed, step) only (and the rank, with several processes)
     model.seed_dropout(comm.dropout_seed(args.seed, run.step))
     loss_scale = scaler.scale if scaler is not None else 1.0
@@ -294,7 +301,7 @@ def _set_up(args: TrainArgs, config: BertConfig, out: Path, checkpoint, comm, lo
             f"sequences of each batch on each")
     metrics = open_metrics(out / METRICS_NAME, step, checkpoint, log, on_record, comm)
     return Run(args, out, model, opt, scaler, stream, eval_batches, tokenizer, identity, counts, baseline, step,
-               checkpoint, window, comm, metrics)
+               checkpoint, window, comm, metrics, graph=GraphStep.for_run(args, model, opt, scaler, comm, log))
 
 
 def _restore(comm, checkpoint, model, opt, stream, identity, scaler):
