@@ -48,6 +48,7 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, default=80, help="steps of the run (the bare step is timed as many)")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--mixed-precision", action="store_true")
+    p.add_argument("--cuda-graph", action="store_true", help="pretrain's steps replayed as one CUDA graph each")
     p.add_argument("--corpus", default="builtin")
     p.add_argument("--data-worker", default="auto", choices=("auto", "thread", "process"),
                    help="how pretrain makes its batches (its flag of the same name)")
@@ -69,7 +70,8 @@ def time_loop(args, out):
     run = TrainArgs(corpus=args.corpus, config=args.config, device=args.device, batch_size=args.batch_size,
                     seq_len=args.seq_len, steps=args.steps, log_every=args.log_every, eval_every=args.steps,
                     save_every=args.steps, warmup=args.log_every, mixed_precision=args.mixed_precision,
-                    data_worker=args.data_worker, progress=False, plot=False, out=str(out))
+                    data_worker=args.data_worker, progress=False, plot=False, out=str(out),
+                    cuda_graph=args.cuda_graph)
     result = pretrain(run, log=lambda *a, **k: None, on_record=on_record)
     # timed from the first record on: the steps before it hold the warm-up (compilation, allocation);
     # the last record is written before the evaluation and the save

@@ -7,7 +7,8 @@
 #   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched);
 #   5. pretrain's step against the bare step (bench_loop.py): mini 128 x 128 in both precisions,
 #      base 64 x 128 mixed, the batches made by a data process (the default on a GPU); and mini
-#      128 x 128 float32 with them made by a thread, as before the data process;
+#      128 x 128 float32 with them made by a thread, as before the data process; tiny 32 x 128 with
+#      --cuda-graph, both precisions (the bare step beside it is the ordinary one);
 #   6. where a step goes (bench_step.py --profile): small at 512, tiny and mini at 128, both precisions;
 #   7. where a step stops being launch-bound (bench_sweep.py): tiny, mini, small x batch 8, 32, 128
 #      x seq-len 128, 512, both precisions, one process each;
@@ -87,13 +88,15 @@ part notebooks && for nb in 07_gpu_with_cupy 10_mixed_precision; do
 done
 
 part loop && for setting in "mini 128 float32 process" "mini 128 mixed process" "base 64 mixed process" \
-                            "mini 128 float32 thread"; do
+                            "mini 128 float32 thread" "tiny 32 float32 process graph" "tiny 32 mixed process graph"; do
   set -- $setting
   flag=""; [ "$3" = mixed ] && flag="--mixed-precision"
-  echo "== pretrain against the bare step: $1, batch $2 x 128, $3, batches by a $4"
+  [ "${5:-}" = graph ] && flag="$flag --cuda-graph"           # pretrain's steps as one CUDA graph each
+  name="loop_$1_$3_$4${5:+_$5}"
+  echo "== pretrain against the bare step: $1, batch $2 x 128, $3, batches by a $4 ${5:-}"
   $PY benchmarks/bench_loop.py --device cuda --config "$1" --batch-size "$2" --seq-len 128 $flag \
-      --data-worker "$4" > "$OUT/loop_$1_$3_$4.md" 2>&1
-  tail -12 "$OUT/loop_$1_$3_$4.md"
+      --data-worker "$4" > "$OUT/$name.md" 2>&1
+  tail -12 "$OUT/$name.md"
 done
 
 part profile && for setting in "small 512" "tiny 128" "mini 128"; do
