@@ -208,3 +208,21 @@ def test_cuda_graph_needs_a_gpu_step_of_one_batch():
     for kw in (dict(), dict(device="cuda", kernels="reference"), dict(device="cuda", accum=2)):
         with pytest.raises(ValueError, match="--cuda-graph replays a GPU step"):
             check_args(TrainArgs(cuda_graph=True, **kw), probe_out=False)
+
+
+def test_pretrain_with_cuda_graph_resumes_exactly(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in):
+    """Stopped at step 4 (two steps replayed) and resumed (two steps one launch at a time, before the
+    capture would come): the records and weights of the run that never stopped, bit for bit."""
+    from minibert.train import args as train_args, pretrain
+    from minibert.train.checkpoint_files import list_checkpoints, load_checkpoint
+    from test_sync_free_step import _args
+    from test_hostile_runs import records
+    monkeypatch.setattr(train_args, "get_xp", lambda device: None)
+    kw = dict(mixed_precision=True, save_every=6, device="cuda", cuda_graph=True, data_worker="thread")
+    pretrain(_args(corpus_file, tmp_path / "once", **kw), log=lambda *a: None)
+    assert pretrain(_args(corpus_file, tmp_path / "twice", stop_at=4, **kw), log=lambda *a: None).stopped_by == "stop_at"
+    pretrain(_args(corpus_file, tmp_path / "twice", resume=True, **kw), log=lambda *a: None)
+    assert records(tmp_path / "once") == records(tmp_path / "twice")
+    a, b = (load_checkpoint(list_checkpoints(tmp_path / d)[-1]) for d in ("once", "twice"))
+    np.testing.assert_array_equal(a[0]["params"], b[0]["params"])
+    assert a[1]["adam_t"] == b[1]["adam_t"] == 6
