@@ -137,7 +137,7 @@ class GraphStep:
         if self.graph is not None:
             result = self.graph.replay()
         else:
-            with graph.direct_products():
+            with graph.rehearsal():
                 result = self._work()
         self.steps += 1
         return dict(result, n_mlm=counts[0], n_nsp=counts[1], tokens=counts[2])

@@ -27,11 +27,14 @@ from contextlib import contextmanager
 from . import gemm
 
 
+_rehearsing = [False]
+
+
 def capturing() -> bool:
-    """Whether the current stream is capturing a graph: an op whose usual way would copy from the host
-    takes another then (``grads.add_grads``)."""
+    """Whether the current stream is capturing a graph, or the work is a rehearsal of one (``rehearsal``):
+    an op whose usual way would copy from the host takes another then (``grads.add_grads``)."""
     import cupy
-    return cupy.cuda.get_current_stream().is_capturing()
+    return _rehearsing[0] or cupy.cuda.get_current_stream().is_capturing()
 
 
 @contextmanager
@@ -43,6 +46,19 @@ def direct_products():
         yield
     finally:
         gemm.DIRECT = before
+
+
+@contextmanager
+def rehearsal():
+    """The work before a capture, run as the capture will run it: its products by ``cublas.py`` and
+    its ops on the ways they take in a graph, so that every kernel is compiled (and loaded) before
+    the capture, and the capture computes what the steps before it did."""
+    before, _rehearsing[0] = _rehearsing[0], True
+    try:
+        with direct_products():
+            yield
+    finally:
+        _rehearsing[0] = before
 
 
 class Graph:
