@@ -74,25 +74,33 @@ def test_a_capture_refuses_what_a_graph_cannot_hold(what, fn, on_gpu_stand_in):
     assert graph.Graph(lambda: x * 2).replay().tolist() == [2.0] * 4
 
 
-def _trained(steps, precision, capture, corpus_rng_seed=1):
-    """A tiny model (dropout on) trained ``steps`` steps by a GraphStep on the stand-in, which captures
-    after its warm-up steps or (``capture=False``) never: the same work one launch at a time."""
+def _trainer(precision):
+    """A tiny model (dropout on) on the device, its AdamW, and in mixed precision its loss scaler."""
     import minibert as mb
     from minibert.optim import AdamW, LossScaler
-    from minibert.train import graph_step
-    from conftest import padded_batch
     cfg = mb.BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=16)
     mixed = precision == "mixed"
     model = mb.BertForPreTraining(cfg, seed=3, device="cuda", kernels="fast", mixed_precision=mixed)
-    opt = AdamW(model.params, lr=1e-3, weight_decay=0.01)
-    scaler = LossScaler(init_scale=2.0 ** 10) if mixed else None
+    return model, AdamW(model.params, lr=1e-3, weight_decay=0.01), LossScaler(init_scale=2.0 ** 10) if mixed else None
+
+
+def _batch(rng, k):
+    """Step k's batch (3 x 11): 4, 3 or 6 MLM labels in turn."""
+    from conftest import padded_batch
+    return padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])
+
+
+def _trained(steps, precision, capture, corpus_rng_seed=1):
+    """``_trainer``'s model trained ``steps`` steps by a GraphStep, which captures after its warm-up
+    steps or (``capture=False``) never: the same work one launch at a time."""
+    from minibert.train import graph_step
+    model, opt, scaler = _trainer(precision)
     step = graph_step.GraphStep(model, opt, scaler, (3, 11), max_predictions=6, max_grad_norm=1.0)
     if not capture:
         step.steps = -10 ** 9              # never reaches the warm-up's end
     rng, results = np.random.default_rng(corpus_rng_seed), []
     for k in range(steps):
-        batch = padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])   # 4, 3, 6 labels
-        r = step(batch, 1e-3 * (k + 1), (7, k))
+        r = step(_batch(rng, k), 1e-3 * (k + 1), (7, k))
         results.append({name: to_numpy(v).copy() if hasattr(v, "shape") else v for name, v in r.items()})
     state = dict(params=to_numpy(model.params.data), m=to_numpy(opt.m), v=to_numpy(opt.v), t=opt.t)
     if scaler is not None:
@@ -123,18 +131,13 @@ def test_a_graph_step_is_the_trainers_step(precision, on_gpu_stand_in):
     comes, backward at the loss scale, unscaling and clipping, AdamW at the host's rate.  The same
     losses and weights up to float32 rounding: the padded MLM rows add zeros to the decoder's sums,
     and the bias correction's pow is the kernel's."""
-    import minibert as mb
-    from minibert.optim import AdamW, LossScaler, scaled_step, unscale_and_clip
-    from conftest import padded_batch
+    from minibert.optim import scaled_step, unscale_and_clip
     results, state, _ = _trained(4, precision, capture=False)
-    cfg = mb.BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=16)
+    model, opt, scaler = _trainer(precision)
     mixed = precision == "mixed"
-    model = mb.BertForPreTraining(cfg, seed=3, device="cuda", kernels="fast", mixed_precision=mixed)
-    opt = AdamW(model.params, lr=1e-3, weight_decay=0.01)
-    scaler = LossScaler(init_scale=2.0 ** 10) if mixed else None
     rng = np.random.default_rng(1)
     for k in range(4):
-        batch = padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])
+        batch = _batch(rng, k)
         model.seed_dropout((7, k))
         out = model.forward(**batch, train=True)
         loss_scale = scaler.scale if scaler else 1.0
@@ -153,17 +156,12 @@ def test_a_graph_step_is_the_trainers_step(precision, on_gpu_stand_in):
 
 
 def test_a_graph_step_names_a_batch_it_was_not_built_for(on_gpu_stand_in):
-    import minibert as mb
-    from minibert.optim import AdamW
     from minibert.train.graph_step import GraphStep
-    from conftest import padded_batch
-    cfg = mb.BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=16)
-    model = mb.BertForPreTraining(cfg, seed=3, device="cuda", kernels="fast")
-    opt = AdamW(model.params, lr=1e-3)
+    model, opt, _ = _trainer("float32")
     with pytest.raises(ValueError, match=r"max_predictions must be in \[1, 33\]"):
         GraphStep(model, opt, None, (3, 11), max_predictions=34)
     step = GraphStep(model, opt, None, (3, 11), max_predictions=3)
-    batch = padded_batch(np.random.default_rng(0), 97)
+    batch = _batch(np.random.default_rng(0), 0)
     with pytest.raises(ValueError, match=r"the batch has 4 MLM labels, more than max_predictions=3"):
         step(batch, 1e-3, (0, 0))
     with pytest.raises(ValueError, match=r"built for batches of shape \(3, 11\), got \(2, 11\)"):
@@ -178,8 +176,8 @@ def test_pretrain_with_cuda_graph_trains_as_without(corpus_file, tmp_path, monke
     """``pretrain --cuda-graph`` on the stand-in: steps 3 to 6 replayed, nothing read back inside a step,
     and the records those of the run without it, up to float32 rounding (its batches are padded to
     --seq-len, which changes the products' shapes, not what they compute)."""
-    import json
     from minibert.train import args as train_args, pretrain
+    from test_hostile_runs import records
     from test_sync_free_step import _args, _reads_per_step
     monkeypatch.setattr(train_args, "get_xp", lambda device: None)      # (no CuPy: the stand-in is it)
     plain = pretrain(_args(corpus_file, tmp_path / "plain", data_worker="thread", **kw), log=lambda *a: None)
@@ -190,9 +188,7 @@ def test_pretrain_with_cuda_graph_trains_as_without(corpus_file, tmp_path, monke
     assert not [s for s in said if "could not be captured" in s]
     assert [f[0] for f in found] == list(range(1, 7)) and all(f[1] == [] for f in found)
 
-    def train(folder):
-        return [r for r in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "train"]
-    a, b = train(tmp_path / "plain"), train(tmp_path / "graph")
+    a, b = ([r for r in records(tmp_path / d) if r["kind"] == "train"] for d in ("plain", "graph"))
     assert [r["step"] for r in a] == [r["step"] for r in b] == [3, 6]
     for x, y in zip(a, b):
         for key in ("loss", "mlm_loss", "nsp_loss", "grad_norm"):

@@ -22,7 +22,7 @@ import pytest
 import cuda_on_cpu
 import minibert.train.loop as loop
 from minibert.train import pretrain
-from test_sync_free_step import LAUNCHES, _args, _inside, on_gpu_stand_in  # noqa: F401 (a fixture)
+from test_sync_free_step import LAUNCHES, _args, on_gpu_stand_in  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(cuda_on_cpu.unavailable() is not None, reason=cuda_on_cpu.unavailable() or "")
 
@@ -61,28 +61,9 @@ pytestmark = pytest.mark.skipif(cuda_on_cpu.unavailable() is not None, reason=cu
 MOST = {"float32": 137, "mixed": 149}
 
 
-def _count_kernels(monkeypatch):
-    """minibert's own kernels (raw, elementwise, reductions) are launches too, each one; the arrays
-    the elementwise ones make are device arrays, as on a GPU, so that what is done with them counts."""
-    from test_sync_free_step import _on_device, _site
-    for cls in (cuda_on_cpu.RawKernel, cuda_on_cpu.ElementwiseKernel, cuda_on_cpu.ReductionKernel):
-        real = cls.__call__
-
-        def call(self, *args, _real=real, **kwargs):
-            if not _inside[0]:
-                LAUNCHES.append(f"kernel {self.name} at {_site()}")
-            _inside[0] += 1
-            try:
-                out = _real(self, *args, **kwargs)
-            finally:
-                _inside[0] -= 1
-            return tuple(_on_device(o) for o in out) if isinstance(out, tuple) else _on_device(out)
-        monkeypatch.setattr(cls, "__call__", call)
-
-
 def launches_per_step(corpus_file, tmp_path, monkeypatch, **kw):
-    """[(step, Counter of launch sites)] of a 3-step run that logs at its end only."""
-    _count_kernels(monkeypatch)
+    """[(step, Counter of launch sites)] of a 3-step run that logs at its end only.  (The stand-in counts
+    minibert's own kernels as launches too, one each: ``test_sync_free_step._record_kernels``.)"""
     steps = []
     real = loop.train_step
 

@@ -292,26 +292,29 @@ def on_gpu_stand_in(monkeypatch):
 
 
 def _record_kernels(monkeypatch):
-    """minibert's own kernels (raw, elementwise, reductions) recorded by a graph being captured: the
-    replay launches them again with the same arrays and the same scalars."""
-    def raw(self, grid, block, args, shared_mem=0, _real=cuda_on_cpu.RawKernel.__call__):
-        _redo(lambda: _real(self, grid, block, args, shared_mem))
-        return _real(self, grid, block, args, shared_mem)
+    """minibert's own kernels (raw, elementwise, reductions): each call is one launch (``LAUNCHES``),
+    which a graph being captured records to make again with the same arrays and scalars; the arrays
+    they make are device arrays, as on a GPU, so that what is done with them is seen too."""
+    def wrap(cls, replay):     # replay(real, kernel, args, kwargs, out) records how to launch it again
+        real = cls.__call__
 
-    def elementwise(self, *args, _real=cuda_on_cpu.ElementwiseKernel.__call__):
-        out = _real(self, *args)
-        outs = out if isinstance(out, tuple) else (out,)
-        _redo(lambda: _real(self, *args[:len(self.ins)], *outs))
-        # device arrays, as on a GPU: what is done with them is seen (and recorded) too
-        return tuple(_on_device(o) for o in outs) if isinstance(out, tuple) else _on_device(out)
-
-    def reduction(self, *args, axis=None, _real=cuda_on_cpu.ReductionKernel.__call__):
-        out = _on_device(_real(self, *args, axis=axis))
-        _redo(lambda: _real(self, *args, axis=axis), out)
-        return out
-    monkeypatch.setattr(cuda_on_cpu.RawKernel, "__call__", raw)
-    monkeypatch.setattr(cuda_on_cpu.ElementwiseKernel, "__call__", elementwise)
-    monkeypatch.setattr(cuda_on_cpu.ReductionKernel, "__call__", reduction)
+        def call(self, *args, **kwargs):
+            if _inside[0]:                    # within another launch (a reduction's map): part of it
+                return real(self, *args, **kwargs)
+            LAUNCHES.append(f"kernel {self.name} at {_site()}")
+            _inside[0] += 1
+            try:
+                out = real(self, *args, **kwargs)
+            finally:
+                _inside[0] -= 1
+            out = tuple(_on_device(o) for o in out) if isinstance(out, tuple) else _on_device(out)
+            replay(real, self, args, kwargs, out)
+            return out
+        monkeypatch.setattr(cls, "__call__", call)
+    wrap(cuda_on_cpu.RawKernel, lambda real, k, a, kw, out: _redo(lambda: real(k, *a, **kw)))
+    wrap(cuda_on_cpu.ElementwiseKernel, lambda real, k, a, kw, out: _redo(     # into the same outputs
+        lambda: real(k, *a[:len(k.ins)], *(out if isinstance(out, tuple) else (out,)))))
+    wrap(cuda_on_cpu.ReductionKernel, lambda real, k, a, kw, out: _redo(lambda: real(k, *a, **kw), out))
 
 
 def _reads_per_step(monkeypatch):

@@ -75,24 +75,22 @@ class GraphStep:
         if ids.shape[0] != self.shape[0] or ids.shape[1] > self.shape[1]:
             raise ValueError(f"this step was built for batches of shape {self.shape}, got {ids.shape}")
         labels = check_labels(np, c, batch["mlm_labels"], batch.get("nsp_labels"), ids.shape)
-        pad = ((0, 0), (0, self.shape[1] - ids.shape[1]))      # to the step's length: [PAD], masked out
-        ids, types, mask = (np.pad(a, pad, constant_values=v) for a, v in ((ids, c.pad_token_id), (types, 0),
-                                                                           (mask, 0)))
-        labels["mlm"] = np.pad(labels["mlm"], pad, constant_values=IGNORE_INDEX)
-        labels["positions"] = np.flatnonzero(labels["mlm"].reshape(-1) != IGNORE_INDEX)
         if (labels["nsp"] is None) != (self.nsp is None):
             raise ValueError(f"this step was built for batches {'with' if self.nsp is not None else 'without'} "
                              f"nsp_labels")
-        where = labels["positions"]
+        pad = ((0, 0), (0, self.shape[1] - ids.shape[1]))      # to the step's length: [PAD], masked out
+        ids, types, mask, mlm = (np.pad(a, pad, constant_values=v) for a, v in (
+            (ids, c.pad_token_id), (types, 0), (mask, 0), (labels["mlm"], IGNORE_INDEX)))
+        flat = mlm.reshape(-1)
+        where = np.flatnonzero(flat != IGNORE_INDEX)          # (flat indices of the padded rows)
         if len(where) > self.P:
             raise ValueError(f"the batch has {len(where)} MLM labels, more than max_predictions={self.P}")
         # padded with positions that have no label, target -100: distinct, as the head's backward
         # needs (it assigns each row's gradient back to its position); the loss ignores them
-        free = np.flatnonzero(labels["mlm"].reshape(-1) == IGNORE_INDEX)[:self.P - len(where)]
-        positions = np.concatenate([where, free])
+        positions = np.concatenate([where, np.flatnonzero(flat == IGNORE_INDEX)[:self.P - len(where)]])
         targets = np.full(self.P, IGNORE_INDEX, dtype=np.int64)
-        targets[:len(where)] = labels["mlm"].reshape(-1)[where]
-        for dst, src in ((self.ids, ids), (self.types, types), (self.mask, mask), (self.mlm, labels["mlm"]),
+        targets[:len(where)] = flat[where]
+        for dst, src in ((self.ids, ids), (self.types, types), (self.mask, mask), (self.mlm, mlm),
                          (self.nsp, labels["nsp"]), (self.positions, positions), (self.targets, targets),
                          (self.n_mlm, np.float64(len(where))), (self.lr, np.float64(lr))):
             if dst is not None:

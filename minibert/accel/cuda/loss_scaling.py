@@ -90,14 +90,15 @@ def scale_and_count(scaler, opt, finite, lr) -> None:
     lr_there = there(lr, np.float64)
     if not lr_there:
         lr = opt.rate(lr)
+    if scaler is None:       # (the kernel neither reads nor writes the scaler's numbers then)
+        scale, good, rule = kernels.dummy(np.float64), kernels.dummy(np.int64), (1.0, 1.0, 1)
+    else:
+        scale, good = on_device(scaler, "scale", np.float64), on_device(scaler, "good_steps", np.int64)
+        rule = (scaler.growth_factor, scaler.backoff_factor, scaler.growth_interval)
     kernels.kernel("scale_and_count", SCALE_AND_COUNT, dtype)(
         (1,), (32,),
-        (finite, np.int32(scaler is not None),
-         kernels.dummy(np.float64) if scaler is None else on_device(scaler, "scale", np.float64),
-         kernels.dummy(np.int64) if scaler is None else on_device(scaler, "good_steps", np.int64),
-         on_device(opt, "_t", np.int64),
-         np.float64(scaler.growth_factor if scaler else 1.0), np.float64(scaler.backoff_factor if scaler else 1.0),
-         np.int64(scaler.growth_interval if scaler else 1),
+        (finite, np.int32(scaler is not None), scale, good, on_device(opt, "_t", np.int64),
+         np.float64(rule[0]), np.float64(rule[1]), np.int64(rule[2]),
          np.float64(0.0 if lr_there else lr), lr if lr_there else kernels.dummy(np.float64), np.int32(lr_there),
          np.float64(b1), np.float64(b2), np.int32(bool(opt.bias_correction)), np.float64(opt.weight_decay),
          step_size, root_c2, go, decay))
