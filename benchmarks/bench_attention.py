@@ -15,9 +15,14 @@ With --products: attention's four matrix products at each preset's shapes instea
 --batch, the preset's heads of 64), float16 by CuPy's ``matmul`` and by ``accel/cuda/gemm.py``'s
 direct cuBLAS call, and float32 by CuPy: where a mixed-precision step's attention time goes.
 
+With --training: attention as mixed precision trains it, float16 q, k, v with the padding mask and
+dropout 0.1, forward and forward + backward: minibert's unfused kernels (v2 with float16 products),
+its fused kernels (``accel/cuda/flash.py``) and PyTorch's SDPA on float16 tensors.
+
 Usage:
     python benchmarks/bench_attention.py                        # B 32, 12 heads of 64, T 128 and 512
     python benchmarks/bench_attention.py --products             # tiny, mini, small, base at T 128 and 512
+    python benchmarks/bench_attention.py --training             # B 32, 12 heads of 64, T 128 and 512
     python benchmarks/bench_attention.py --seq-len 128 --reps 50 --json runs/attention.json
 """
 from __future__ import annotations
@@ -109,6 +114,66 @@ def products(B, A, T, D, reps):
     return rows
 
 
+def training(B, A, T, D, reps, p_drop=0.1):
+    """{form: (forward ms, forward + backward ms, max rel error of the output without dropout)}."""
+    import cupy
+    from minibert import ops
+    from minibert.accel.counter_rng import CounterUniform
+    from minibert.accel.cuda import flash, ops as cuda_ops
+    rng = np.random.default_rng(0)
+    q, k, v, dout = (rng.standard_normal((B, A, T, D)).astype(np.float16) for _ in range(4))
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[1::2, T - T // 4:] = 0
+    want = ops.attention_forward(*(a.astype(np.float64) for a in (q, k, v)), ops.attention_mask_bias(mask, np.float64))[0]
+    gq, gk, gv, gdout = (cupy.asarray(a) for a in (q, k, v, dout))
+    gbias = cupy.asarray(ops.attention_mask_bias(mask, np.float32))
+    drop = CounterUniform(0, xp=cupy)
+
+    def err(out):
+        return float(np.abs(cupy.asnumpy(out).astype(np.float64) - want).max() / np.abs(want).max())
+    rows, before = {}, flash.ENABLED
+    try:
+        for name, on in (("minibert unfused (v2)", False), ("minibert fused (flash.py)", True)):
+            flash.ENABLED = on
+            e = err(cuda_ops.attention_forward(gq, gk, gv, gbias)[0])
+
+            def fwd():
+                return cuda_ops.attention_forward(gq, gk, gv, gbias, p_drop, drop, True)
+            rows[name] = (timed(fwd, reps), timed(lambda: cuda_ops.attention_backward(gdout, fwd()[1]), reps), e)
+    finally:
+        flash.ENABLED = before
+    try:
+        import torch
+    except ImportError:
+        return rows
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    tq, tk, tv = (torch.as_tensor(a, device="cuda").requires_grad_() for a in (q, k, v))
+    tdout, tbias = torch.as_tensor(dout, device="cuda"), torch.as_tensor(cupy.asnumpy(gbias), device="cuda").half()
+    e = err(cupy.asarray(sdpa(tq, tk, tv, attn_mask=tbias).detach()))
+
+    def torch_both():
+        sdpa(tq, tk, tv, attn_mask=tbias, dropout_p=p_drop).backward(tdout)
+    rows["torch SDPA float16"] = (timed(lambda: sdpa(tq, tk, tv, attn_mask=tbias, dropout_p=p_drop), reps),
+                                  timed(torch_both, reps), e)
+    return rows
+
+
+def main_training(args):
+    results = {}
+    for T in args.seq_len:
+        rows = training(args.batch, args.heads, T, args.head_size, args.reps)
+        base = rows.get("torch SDPA float16")
+        print(f"\nB {args.batch}, {args.heads} heads of {args.head_size}, T {T}: float16, mask, dropout 0.1 (ms)")
+        print("| form | forward | x SDPA | forward + backward | x SDPA | max rel err |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, (f, fb, e) in rows.items():
+            ratio = (f"{f / base[0]:.2f}x", f"{fb / base[1]:.2f}x") if base else ("-", "-")
+            print(f"| {name} | {f:.3f} | {ratio[0]} | {fb:.3f} | {ratio[1]} | {e:.1e} |")
+        results[str(T)] = {name: {"forward_ms": f, "forward_backward_ms": fb, "max_rel_error": e}
+                           for name, (f, fb, e) in rows.items()}
+    return results
+
+
 def main_products(args):
     from minibert.model.config import PRESETS
     results = {}
@@ -139,6 +204,8 @@ def main(argv=None):
     p.add_argument("--json", metavar="PATH", help="also write the results to PATH")
     p.add_argument("--products", action="store_true", help="time attention's products at each preset's shapes")
     p.add_argument("--presets", nargs="+", default=["tiny", "mini", "small", "base"], help="with --products")
+    p.add_argument("--training", action="store_true",
+                   help="float16 forward and backward: unfused, fused (flash.py) and SDPA")
     args = p.parse_args(argv)
     reason = gpu_reason()
     if reason:
@@ -148,7 +215,9 @@ def main(argv=None):
     results = {}
     if args.products:
         results = main_products(args)
-    for T in [] if args.products else args.seq_len:
+    if args.training:
+        results = main_training(args)
+    for T in [] if args.products or args.training else args.seq_len:
         rows = one_length(args.batch, args.heads, T, args.head_size, args.reps)
         flops = 4 * args.batch * args.heads * T * T * args.head_size
         base = rows.get("torch SDPA", (None,))[0]

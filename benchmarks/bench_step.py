@@ -75,9 +75,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FORMS = ("minibert", "torch-gathered", "torch-stock", "torch-sdpa")
 # on a GPU only, chosen with --forms: minibert's step with every product by cuBLAS through ctypes
-# (gemm.DIRECT), and the trainer's step replayed as one CUDA graph (train/graph_step.py: the
-# step's norm, sums and decision too, a little more work than the bare step above)
-GPU_FORMS = ("minibert-direct", "minibert-graph")
+# (gemm.DIRECT), the trainer's step replayed as one CUDA graph (train/graph_step.py: the
+# step's norm, sums and decision too, a little more work than the bare step above), and the step
+# with mixed precision's attention fused (accel/cuda/flash.py; in float32 the same as minibert's)
+GPU_FORMS = ("minibert-direct", "minibert-graph", "minibert-flash")
 GATHERED = ("torch-gathered", "torch-sdpa")          # the MLM head at the labelled positions only
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                "MINIBERT_NUM_THREADS")
@@ -177,6 +178,8 @@ def run_minibert(cfg, batch, args):
     rng = np.random.default_rng(0)
     if args.device == "cuda":
         import cupy
+        from minibert.accel.cuda import flash       # the form decides (forms may share a process)
+        flash.ENABLED = args.form == "minibert-flash" or os.environ.get("MINIBERT_ATTENTION") == "flash"
         sync = cupy.cuda.Device().synchronize
         peak_dtype = np.float16 if args.mixed_precision else np.float32
         peak = gemm_peak_once(("cupy", peak_dtype), lambda a, b: (a @ b, sync()), lambda n: cupy.asarray(

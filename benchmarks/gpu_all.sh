@@ -17,6 +17,9 @@
 #  10. the step as one CUDA graph (train/graph_step.py) and with every product by cuBLAS through
 #      ctypes, against minibert's own step and PyTorch: tiny, mini, small at 128 and small at 512,
 #      both precisions, a process per form (part graph).
+#  11. mixed precision's attention fused (accel/cuda/flash.py): the step of small and base at 128 and
+#      512 with and without it against PyTorch, and attention alone, forward and backward in float16,
+#      unfused, fused and SDPA (bench_attention.py --training) (part flash).
 #   9. before and after on the same machine: with BASELINE=DIR, a copy of an earlier minibert
 #      (`mkdir .baseline && git archive REV | tar -x -C .baseline`, about 10 MB; .baseline is
 #      ignored by git, so a machine that takes the working tree needs it named to carry), the lab
@@ -27,7 +30,7 @@
 #   --quick: one round and 5 timed steps per form (about half the time); REPS and ROUNDS override.
 #   INPROC=1: the step table with bench_step.py --in-process (every form in one process per setting,
 #   without a start-up of CuPy, torch and transformers per form and size).
-#   ONLY="steps loop" (any of: tests graph steps ladder notebooks loop profile sweep products ab) runs those parts alone, so that
+#   ONLY="steps loop" (any of: tests graph flash steps ladder notebooks loop profile sweep products ab) runs those parts alone, so that
 #   the whole can be split over several shorter calls.
 set -u
 cd "$(dirname "$0")/.."
@@ -38,7 +41,7 @@ OUT=$(cd "$OUT" && pwd)       # absolute: part ab runs from another folder
 reps=10; rounds=2
 if [ "${1:-}" = "--quick" ]; then reps=5; rounds=1; fi
 reps=${REPS:-$reps}; rounds=${ROUNDS:-$rounds}    # or set by hand: REPS=10 ROUNDS=1
-ONLY=${ONLY:-tests graph steps ladder notebooks loop profile sweep products ab}
+ONLY=${ONLY:-tests graph flash steps ladder notebooks loop profile sweep products ab}
 part() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -72,6 +75,20 @@ tables() {
 # minibert's step, its products through ctypes, as one CUDA graph; a process per form
 part graph && tables graph "tiny mini small" "small" \
     --forms minibert minibert-direct minibert-graph torch-gathered torch-sdpa --rounds 1
+# mixed precision's attention fused (accel/cuda/flash.py), beside the unfused and PyTorch's; a process per form
+if part flash; then
+  for seq in 128 512; do
+    echo "== bench_step mixed seq-len $seq (flash)"
+    $PY benchmarks/bench_step.py --device cuda --presets small base --seq-len "$seq" --mixed-precision \
+        --reps "$reps" --wait-idle 0 --forms minibert minibert-flash torch-gathered torch-sdpa --rounds 1 \
+        --json "$OUT/flash_mixed_$seq.json" > "$OUT/flash_mixed_$seq.md" 2>&1
+    sed -n '/## ratios/,$p' "$OUT/flash_mixed_$seq.md"; grep -m3 "Error\|Traceback" "$OUT/flash_mixed_$seq.md"
+  done
+  echo "== attention alone, float16 forward and backward: unfused, fused, SDPA"
+  $PY benchmarks/bench_attention.py --training --reps "$((reps * 2))" --json "$OUT/attention_training.json" \
+      > "$OUT/attention_training.md" 2>&1
+  cat "$OUT/attention_training.md"
+fi
 part steps && tables step "tiny mini small base" "small base" \
     --forms minibert torch-gathered torch-sdpa --rounds "$rounds" ${INPROC:+--in-process}
 

@@ -107,6 +107,51 @@ template <class V> static inline V __shfl_xor_sync(unsigned int, V v, int o) {
     emu::wait_at(1 + w);
     return r;
 }
+
+// The tensor cores' mma.m16n8k16 (float16 A 16x16 and B 16x8, float32 D), which the kernels reach
+// through PTX on a GPU (``flash_source.py``, its layout of the tiles over a warp's lanes): each lane
+// leaves its pieces of a and b, the warp waits, each lane rebuilds both tiles and adds its four
+// elements of a b to d.
+#define MINIBERT_CPU 1
+namespace emu { static unsigned int mma_a[1024][4], mma_b[1024][2]; }
+static inline float emu_half(unsigned int h) {
+    h &= 0xffffu;
+    const unsigned int s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu || e) {
+        const unsigned int x = e == 0x1fu ? s | 0x7f800000u | (m << 13) : s | ((e + 112u) << 23) | (m << 13);
+        float f; memcpy(&f, &x, 4); return f;
+    }
+    const float f = (float)m * 5.9604644775390625e-8f;
+    return s ? -f : f;
+}
+static inline void mma16816(float* d, const unsigned int* a, const unsigned int* b) {
+    const unsigned int t = threadIdx.x, w = t >> 5;
+    for (int i = 0; i < 4; ++i) emu::mma_a[t][i] = a[i];
+    emu::mma_b[t][0] = b[0];
+    emu::mma_b[t][1] = b[1];
+    emu::wait_at(1 + w);
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; ++l) {
+        const unsigned int* la = emu::mma_a[(w << 5) | l];
+        const unsigned int* lb = emu::mma_b[(w << 5) | l];
+        const int g = l >> 2, c = 2 * (l & 3);
+        for (int h = 0; h < 2; ++h) {
+            A[g][c + h] = emu_half(la[0] >> (16 * h));
+            A[g + 8][c + h] = emu_half(la[1] >> (16 * h));
+            A[g][c + 8 + h] = emu_half(la[2] >> (16 * h));
+            A[g + 8][c + 8 + h] = emu_half(la[3] >> (16 * h));
+            B[c + h][g] = emu_half(lb[0] >> (16 * h));
+            B[c + 8 + h][g] = emu_half(lb[1] >> (16 * h));
+        }
+    }
+    emu::wait_at(1 + w);
+    const int g = (t & 31) >> 2, c = 2 * (t & 3);
+    for (int e = 0; e < 4; ++e) {
+        float acc = 0.0f;
+        for (int k = 0; k < 16; ++k) acc += A[g + 8 * (e >> 1)][k] * B[k][c + (e & 1)];
+        d[e] += acc;
+    }
+}
 """
 
 _LAUNCH = r"""
@@ -447,7 +492,7 @@ def fake_cupy():
     """A module to stand in for ``cupy`` while minibert.accel.cuda runs on NumPy arrays."""
     m = types.ModuleType("cupy")
     m.RawKernel, m.ElementwiseKernel, m.ReductionKernel = RawKernel, ElementwiseKernel, ReductionKernel
-    for name in ("empty", "empty_like", "zeros", "ascontiguousarray", "asarray", "uint8", "float16", "float32", "float64",
+    for name in ("empty", "empty_like", "zeros", "full", "ascontiguousarray", "asarray", "uint8", "float16", "float32", "float64",
                  "int32", "int64"):
         setattr(m, name, getattr(np, name))
     m.asnumpy = np.asarray

@@ -500,3 +500,41 @@ def test_the_nccl_path_on_one_gpu_computes_what_one_process_computes(tmp_path, m
     assert seen == [(cupy.ndarray, np.dtype("float64"))] * steps
     assert_same_records(records(plain), records(nccl_run), rtol=1e-12)
     assert_same_weights(final_weights(plain), final_weights(nccl_run))
+
+
+@pytest.mark.parametrize("T", [80, 512])
+def test_fused_attention_on_the_tensor_cores(T, monkeypatch):
+    """``accel/cuda/flash.py`` on the GPU (its products by PTX's mma, whose lane layout the CPU stand-in
+    only assumes): as close to float64 as on the stand-in, the unfused kernels' dropout mask, dq and dk
+    zero for a sequence with no open key, and the same bits from two runs (no atomics)."""
+    import cupy
+    from minibert import ops as ref
+    from minibert.accel.counter_rng import CounterUniform
+    from minibert.accel.cuda import flash, ops as cuda_ops
+    monkeypatch.setattr(flash, "ENABLED", True)
+    rng = np.random.default_rng(0)
+    q, k, v, dout = (rng.standard_normal((3, 2, T, 64)).astype(np.float16) for _ in range(4))
+    mask = np.ones((3, T), np.float32)
+    mask[1, T // 2:] = 0
+    mask[2] = 0
+    wide = [a.astype(np.float64) for a in (q, k, v)]
+    want_out, cache64 = ref.attention_forward(*wide, ref.attention_mask_bias(mask, np.float64))
+    want = [want_out, *ref.attention_backward(dout.astype(np.float64), cache64)]
+    g = [cupy.asarray(a) for a in (q, k, v, dout)]
+    bias = cupy.asarray(ref.attention_mask_bias(mask, np.float32))
+
+    def run(p=0.0, on=True):
+        monkeypatch.setattr(flash, "ENABLED", on)
+        drop = CounterUniform(9, xp=cupy)
+        out, cache = cuda_ops.attention_forward(*g[:3], bias, p, drop, train=p > 0)
+        assert isinstance(cache, flash.FlashCache) == on
+        return [cupy.asnumpy(a) for a in (out, *cuda_ops.attention_backward(g[3], cache))]
+    got = run()
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
+        assert np.abs(a.astype(np.float64) - b).max() <= 1.5e-3 * np.abs(b).max(), name
+    assert not got[1][2].any() and not got[2][2].any()
+    for a, b in zip(got, run()):
+        np.testing.assert_array_equal(a, b)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), run(0.1), run(0.1, on=False)):
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        assert np.abs(a - b).max() <= 3e-3 * np.abs(b).max(), name

@@ -565,6 +565,9 @@ def test_the_kernels_compile_for_a_gpu(ctype, kernels, tmp_path):
         compiles("half", [HALF_ROUNDTRIP, cuda_source.typed(cuda_source.ATTENTION_FWD, True),
                           cuda_source.typed(cuda_source.ATTENTION_BWD, True)],
                  ("attention_fwd", "attention_bwd", "half_roundtrip"))
+        from minibert.accel.cuda import flash_source as fs      # fused attention: the tensor cores' PTX
+        compiles("flash", [fs.FLASH_COMMON, fs.FLASH_FWD, fs.FLASH_BWD_DQ, fs.FLASH_BWD_DKDV],
+                 ("flash_fwd", "flash_bwd_dq", "flash_bwd_dkdv"))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -39,8 +39,14 @@ v4  tiled online softmax: v3, but a block of TILE queries (one thread each)
     is FlashAttention's idea (Dao et al., 2022) without its tensor-core
     products.
 
+v5  training: ``flash.py`` (``flash_source.py``), v4's online softmax with the
+    products on the tensor cores, in mixed precision, and a backward that
+    recomputes the weights a tile at a time from each row's maximum and sum
+    (FlashAttention-2, Dao, 2023).  Timed by ``bench_attention.py --training``.
+
 v1, v2a, v2b, v3 and v4 are forward passes only (inference, or the lesson); the
-model trains with v2, whose weights its backward pass reads.  v2a and v2b do the
+model trains with v2, whose weights its backward pass reads, or, where
+``flash.ENABLED``, with v5.  v2a and v2b do the
 same work, so their times compare a block per row with a warp per row; v2
 also keeps the weights for the backward and writes the operand of P v.
 """

@@ -38,7 +38,9 @@ and by the number of kernel launches, so each formula here is one kernel:
                       mixed precision the four products on float16 operands
                       (tensor cores, by ``gemm.py``'s direct cuBLAS call), and the
                       kernels read the float16 product before them and write the
-                      float16 operand after them, computing in float32
+                      float16 operand after them, computing in float32; with
+                      ``flash.ENABLED``, mixed precision's attention fused into
+                      one kernel forward and two backward (``flash.py``)
 ``adamw_update``      the whole AdamW update of the flat parameter buffer
 ``unscale``, ``clip_by_norm``  the gradients scaled by a factor each thread makes from a
                       number on the device (mixed precision's loss scale, the norm)
@@ -64,7 +66,7 @@ import numpy as np
 from ... import ops as ref
 from ...ops.attention import check_attention, operand
 from ...ops.common import get_array_module
-from . import kernels, source
+from . import flash, kernels, source
 from .gemm import half_matmul, matmul   # the products by cuBLAS (float16: float32 sums)
 from .kernels import applies, warp_rows
 
@@ -196,6 +198,8 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     scale, mask, softmax and dropout in one float32 kernel per score row, which in mixed precision
     reads the float16 scores and writes the float16 operand of the second product itself."""
     check_attention(q, k, v)
+    if flash.applies(q, k, v, mask_bias, dropout_p, rng, train):      # fused, when enabled (flash.py)
+        return flash.forward(q, k, v, mask_bias, dropout_p, rng, train)
     xp = get_array_module(q)
     q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1])
@@ -207,6 +211,8 @@ def attention_forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
 
 def attention_backward(dout, cache):
     """``ops.attention_backward``: dropout and softmax backward in one kernel per score row."""
+    if isinstance(cache, flash.FlashCache):
+        return flash.backward(dout, cache)
     q, k, v = cache.q, cache.k, cache.v
     # one copy of a transposed dout (float32: split_heads' view), where each product would make its own
     dout = get_array_module(q).ascontiguousarray(operand(dout, q))

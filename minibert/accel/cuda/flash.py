@@ -1,0 +1,114 @@
+"""Fused attention for training in mixed precision: forward and backward without the (T, T) weights.
+
+The unfused attention (``ops.py``) writes the (B, A, T, T) scores, weights, dropped weights and
+dropout's mask to memory and reads them back, which at T = 512 is most of attention's time.  These
+three kernels (``flash_source.py``) keep a tile of them in registers at a time (Dao, 2023,
+FlashAttention-2): one launch forward, two backward.
+
+They apply to float16 q, k, v of head size 64 (mixed precision at every preset) and dropout by the
+counter-based generator (a GPU model's own, ``accel/counter_rng.py``), which draws the same mask as
+the unfused kernel's, so the two compute the same function.  Anything else goes the unfused way.
+
+Off unless ``ENABLED`` (MINIBERT_ATTENTION=flash, or ``benchmarks/bench_step.py``'s form
+``minibert-flash``): it is the choice of the ops once it is measured faster on a GPU.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from ...ops.attention import operand
+from . import kernels
+from .flash_source import FLASH_BWD_DKDV, FLASH_BWD_DQ, FLASH_COMMON, FLASH_FWD
+
+ENABLED = os.environ.get("MINIBERT_ATTENTION") == "flash"
+HEAD_SIZE = 64          # the kernels' D
+TILE = 64               # rows of a tile: a block of 4 warps
+THREADS = 128
+
+
+class FlashCache(NamedTuple):
+    """What the fused backward needs: the inputs, the output and each row's softmax maximum and
+    denominator, from which it recomputes the weights."""
+    q: object            # (B, A, T, 64) float16
+    k: object
+    v: object
+    out: object          # (B, A, T, 64) float16
+    stats: object        # (B, A, T, 2) float32: m and 1 / l of each query row
+    bias: object         # (B, T) float32 additive mask, or a stand-in
+    has_bias: bool
+    dead: object         # (B,) bool (sequences with no open key), or a stand-in
+    key: tuple           # dropout's key arguments (base on the device, draw number)
+    drop: bool
+    p_drop: float
+    inv_keep: float
+    scale: float
+
+
+def applies(q, k, v, mask_bias, dropout_p, rng, train) -> bool:
+    """Whether the fused kernels compute this attention: float16 heads of size 64 on the GPU, one
+    sequence length, and dropout (if any) by the counter-based generator."""
+    if not (ENABLED and all(kernels.on_device(a) for a in (q, k, v))):
+        return False
+    if not (q.ndim == 4 and q.shape == k.shape == v.shape and q.shape[-1] == HEAD_SIZE and q.shape[2] > 0
+            and q.dtype == k.dtype == v.dtype == np.float16):
+        return False
+    if mask_bias is not None and mask_bias.shape != (q.shape[0], 1, 1, q.shape[2]):
+        return False
+    return not (train and dropout_p > 0.0) or hasattr(rng, "next_draw")
+
+
+def _kernel(name, body):
+    return kernels.kernel(name, FLASH_COMMON + body, np.float32)
+
+
+def _grid(B, A, T):
+    return (B * A * ((T + TILE - 1) // TILE),), (THREADS,)
+
+
+def forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
+    """``ops.attention_forward`` in one launch: (out (B, A, T, 64) float16, FlashCache)."""
+    import cupy
+    B, A, T, D = q.shape
+    q, k, v = (cupy.ascontiguousarray(a) for a in (q, k, v))
+    drop = train and dropout_p > 0.0
+    key = kernels.dropout_draws(rng, None, np.float32)[1] if drop else kernels.no_key()
+    has_bias = mask_bias is not None
+    if has_bias:
+        bias = cupy.ascontiguousarray(mask_bias.reshape(B, T), dtype=np.float32)
+        dead = cupy.empty(B, dtype=np.bool_)
+    else:
+        bias, dead = kernels.dummy(np.float32), kernels.dummy(np.bool_)
+    inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
+    scale = 1.0 / math.sqrt(D)
+    out, stats = cupy.empty_like(q), cupy.empty((B, A, T, 2), np.float32)
+    f = np.float32
+    _kernel("flash_fwd", FLASH_FWD)(
+        *_grid(B, A, T),
+        (q, k, v, bias, np.int32(has_bias), *key, np.int32(drop), out, stats, dead, np.int32(T), np.int32(A),
+         f(scale), f(dropout_p if drop else 0.0), f(inv_keep)))
+    return out, FlashCache(q, k, v, out, stats, bias, has_bias, dead, key, drop,
+                           dropout_p if drop else 0.0, inv_keep, scale)
+
+
+def backward(dout, cache: FlashCache):
+    """``ops.attention_backward`` in two launches: dq, dk, dv, (B, A, T, 64) float16 each."""
+    import cupy
+    q = cache.q
+    B, A, T, _ = q.shape
+    dout = cupy.ascontiguousarray(operand(dout, q))
+    delta = cupy.empty((B, A, T), np.float32)
+    dq, dk, dv = cupy.empty_like(q), cupy.empty_like(q), cupy.empty_like(q)
+    f = np.float32
+    mask = (cache.bias, np.int32(cache.has_bias), cache.dead)
+    drop = (*cache.key, np.int32(cache.drop))
+    tail = (np.int32(T), np.int32(A), f(cache.scale), f(cache.p_drop), f(cache.inv_keep))
+    _kernel("flash_bwd_dq", FLASH_BWD_DQ)(
+        *_grid(B, A, T), (q, cache.k, cache.v, cache.out, dout, cache.stats, delta, *mask, *drop, dq, *tail))
+    _kernel("flash_bwd_dkdv", FLASH_BWD_DKDV)(
+        *_grid(B, A, T), (q, cache.k, cache.v, dout, cache.stats, delta, *mask, *drop, dk, dv, *tail))
+    return dq, dk, dv
+
