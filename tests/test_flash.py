@@ -59,6 +59,7 @@ def test_fused_attention_is_as_close_to_float64_as_the_unfused(open_keys, enable
     want = [want_out, *want_grads]
     out, cache = cuda_ops.attention_forward(q, k, v, bias)
     assert isinstance(cache, flash.FlashCache)
+    assert np.shares_memory(ref.merge_heads(out), cache.out)     # written with the heads merged: a view
     fused = _errors([out, *cuda_ops.attention_backward(dout, cache)], want)
     monkeypatch.setattr(flash, "ENABLED", False)
     out, cache = cuda_ops.attention_forward(q, k, v, bias)

@@ -36,7 +36,7 @@ class FlashCache(NamedTuple):
     q: object            # (B, A, T, 64) float16
     k: object
     v: object
-    out: object          # (B, A, T, 64) float16
+    out: object          # (B, T, A, 64) float16: the output, its heads merged
     stats: object        # (B, A, T, 2) float32: m and 1 / l of each query row
     bias: object         # (B, T) float32 additive mask, or a stand-in
     has_bias: bool
@@ -70,7 +70,9 @@ def _grid(B, A, T):
 
 
 def forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
-    """``ops.attention_forward`` in one launch: (out (B, A, T, 64) float16, FlashCache)."""
+    """``ops.attention_forward`` in one launch: (out (B, A, T, 64) float16, FlashCache).  out is a view
+    of a (B, T, A, 64) array, written so by the kernel, which ``merge_heads`` makes (B, T, H) without a
+    copy."""
     import cupy
     B, A, T, D = q.shape
     q, k, v = (cupy.ascontiguousarray(a) for a in (q, k, v))
@@ -84,22 +86,23 @@ def forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
         bias, dead = kernels.dummy(np.float32), kernels.dummy(np.bool_)
     inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
     scale = 1.0 / math.sqrt(D)
-    out, stats = cupy.empty_like(q), cupy.empty((B, A, T, 2), np.float32)
+    out, stats = cupy.empty((B, T, A, D), np.float16), cupy.empty((B, A, T, 2), np.float32)
     f = np.float32
     _kernel("flash_fwd", FLASH_FWD)(
         *_grid(B, A, T),
         (q, k, v, bias, np.int32(has_bias), *key, np.int32(drop), out, stats, dead, np.int32(T), np.int32(A),
          f(scale), f(dropout_p if drop else 0.0), f(inv_keep)))
-    return out, FlashCache(q, k, v, out, stats, bias, has_bias, dead, key, drop,
+    return out.transpose(0, 2, 1, 3), FlashCache(q, k, v, out, stats, bias, has_bias, dead, key, drop,
                            dropout_p if drop else 0.0, inv_keep, scale)
 
 
 def backward(dout, cache: FlashCache):
-    """``ops.attention_backward`` in two launches: dq, dk, dv, (B, A, T, 64) float16 each."""
+    """``ops.attention_backward`` in two launches: dq, dk, dv, (B, A, T, 64) float16 each.  The kernels
+    read dout as (B, T, A, 64), the layout ``split_heads`` gives a view of: no copy then."""
     import cupy
     q = cache.q
     B, A, T, _ = q.shape
-    dout = cupy.ascontiguousarray(operand(dout, q))
+    dout = cupy.ascontiguousarray(operand(dout, q).transpose(0, 2, 1, 3))
     delta = cupy.empty((B, A, T), np.float32)
     dq, dk, dv = cupy.empty_like(q), cupy.empty_like(q), cupy.empty_like(q)
     f = np.float32

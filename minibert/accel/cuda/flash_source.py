@@ -39,20 +39,20 @@ __device__ __forceinline__ unsigned int halves(unsigned short lo, unsigned short
 }
 __device__ __forceinline__ unsigned int halves_f(float lo, float hi) { return halves(float_to_half(lo), float_to_half(hi)); }
 
-// rows r0 .. r0 + FT of a (Tn, FD) head into shared memory; rows from Tn on are zeros
-__device__ void load_tile(unsigned short* dst, const unsigned short* src, const int r0, const int Tn) {
+// rows r0 .. r0 + FT of a head into shared memory, its rows ld apart; rows from Tn on are zeros
+__device__ void load_tile(unsigned short* dst, const unsigned short* src, const int r0, const int Tn, const int ld) {
     for (int i = threadIdx.x; i < FT * FD; i += blockDim.x) {
         const int r = i / FD, c = i % FD;
-        dst[r * LDS + c] = r0 + r < Tn ? src[(long long)(r0 + r) * FD + c] : (unsigned short)0;
+        dst[r * LDS + c] = r0 + r < Tn ? src[(long long)(r0 + r) * ld + c] : (unsigned short)0;
     }
 }
 
-// a warp's 16 rows of a (Tn, FD) head as A operands, one per step of 16 along d; r is the lane's
-// first row (its second is r + 8)
-__device__ void load_rows(unsigned int (*a)[4], const unsigned short* src, const int r, const int Tn) {
+// a warp's 16 rows of a head (rows ld apart) as A operands, one per step of 16 along d; r is the
+// lane's first row (its second is r + 8)
+__device__ void load_rows(unsigned int (*a)[4], const unsigned short* src, const int r, const int Tn, const int ld) {
     const int c = 2 * (threadIdx.x & 3);
-    const unsigned short* x0 = src + (long long)r * FD;
-    const unsigned short* x1 = x0 + 8 * FD;
+    const unsigned short* x0 = src + (long long)r * ld;
+    const unsigned short* x1 = x0 + 8 * ld;
     #pragma unroll
     for (int s = 0; s < FD / 16; ++s) {
         const int j = 16 * s + c;
@@ -113,10 +113,15 @@ __device__ __forceinline__ float drop_factor(const int has_drop, const unsigned 
     return counter_uniform(key, (bh * Tn + i) * Tn + j) >= p_drop ? inv_keep : 0.0f;
 }
 
-// the coordinates every kernel starts from: a block is tile (blockIdx.x % tiles) of head bh
+// the coordinates every kernel starts from: a block is tile (blockIdx.x % tiles) of head bh; q, k, v
+// and their gradients are (B, A, T, D), a head's rows FD apart from head on; the output and its
+// gradient are (B, T, A, D), as the projection after attention reads them (merge_heads a view), a
+// head's rows A FD apart from merged on
 #define FLASH_SETUP                                                                      \
     const int tiles = (Tn + FT - 1) / FT, g = (threadIdx.x & 31) >> 2, c = 2 * (threadIdx.x & 3); \
     const long long bh = blockIdx.x / tiles, head = bh * Tn * FD;                        \
+    const long long merged = (bh / A) * Tn * A * FD + (bh % A) * FD;                     \
+    const int ldm = A * FD;                                                              \
     const int b = (int)(bh / A), r = (int)(blockIdx.x % tiles) * FT + 16 * (threadIdx.x >> 5) + g; \
     const T* br = has_bias ? bias + (long long)b * Tn : 0;                               \
     const unsigned long long key = has_drop ? draw_key(key_base, draw) : 0ULL;
@@ -144,12 +149,12 @@ extern "C" __global__ void flash_fwd(const unsigned short* q, const unsigned sho
         if (threadIdx.x == 0) dead[b] = open == T(0);
     }
     unsigned int qa[FD / 16][4];
-    load_rows(qa, q + head, r, Tn);
+    load_rows(qa, q + head, r, Tn, FD);
     float m[2] = {neg_inf(0.0f), neg_inf(0.0f)}, l[2] = {0.0f, 0.0f}, o[FD / 8][4] = {};
     for (int j0 = 0; j0 < Tn; j0 += FT) {
         __syncthreads();                        // every warp is done with the tiles before
-        load_tile(ks, k + head, j0, Tn);
-        load_tile(vs, v + head, j0, Tn);
+        load_tile(ks, k + head, j0, Tn, FD);
+        load_tile(vs, v + head, j0, Tn, FD);
         __syncthreads();
         float s[FT / 8][4] = {};
         times_rows(s, qa, ks);
@@ -187,7 +192,7 @@ extern "C" __global__ void flash_fwd(const unsigned short* q, const unsigned sho
         const int i = r + 8 * h;
         const float total = quad_sum(l[h]);
         if (i >= Tn) continue;
-        unsigned short* row = out + head + (long long)i * FD + c;
+        unsigned short* row = out + merged + (long long)i * ldm + c;
         #pragma unroll
         for (int n = 0; n < FD / 8; ++n) {
             row[8 * n] = float_to_half(o[n][2 * h] / total);
@@ -223,7 +228,7 @@ extern "C" __global__ void flash_bwd_dq(const unsigned short* q, const unsigned 
         if (i < Tn)
             #pragma unroll
             for (int d = 0; d < FD / 4; ++d) {
-                const long long at = head + (long long)i * FD + 8 * c + d;
+                const long long at = merged + (long long)i * ldm + 8 * c + d;
                 acc += half_to_float(dout[at]) * half_to_float(out[at]);
             }
         D[h] = quad_sum(acc);
@@ -232,13 +237,13 @@ extern "C" __global__ void flash_bwd_dq(const unsigned short* q, const unsigned 
         if (i < Tn && c == 0) delta[bh * Tn + i] = D[h];
     }
     unsigned int qa[FD / 16][4], da[FD / 16][4];
-    load_rows(qa, q + head, r, Tn);
-    load_rows(da, dout + head, r, Tn);
+    load_rows(qa, q + head, r, Tn, FD);
+    load_rows(da, dout + merged, r, Tn, ldm);
     float acc[FD / 8][4] = {};
     for (int j0 = 0; j0 < Tn; j0 += FT) {
         __syncthreads();
-        load_tile(ks, k + head, j0, Tn);
-        load_tile(vs, v + head, j0, Tn);
+        load_tile(ks, k + head, j0, Tn, FD);
+        load_tile(vs, v + head, j0, Tn, FD);
         __syncthreads();
         float s[FT / 8][4] = {}, dp[FT / 8][4] = {};
         times_rows(s, qa, ks);
@@ -287,13 +292,13 @@ extern "C" __global__ void flash_bwd_dkdv(const unsigned short* q, const unsigne
     const bool gone = has_bias && dead[b];
     const float bj[2] = {br && r < Tn ? br[r] : 0.0f, br && r + 8 < Tn ? br[r + 8] : 0.0f};
     unsigned int ka[FD / 16][4], va[FD / 16][4];
-    load_rows(ka, k + head, r, Tn);
-    load_rows(va, v + head, r, Tn);
+    load_rows(ka, k + head, r, Tn, FD);
+    load_rows(va, v + head, r, Tn, FD);
     float dka[FD / 8][4] = {}, dva[FD / 8][4] = {};
     for (int i0 = 0; i0 < Tn; i0 += FT) {
         __syncthreads();
-        load_tile(qs, q + head, i0, Tn);
-        load_tile(dos, dout + head, i0, Tn);
+        load_tile(qs, q + head, i0, Tn, FD);
+        load_tile(dos, dout + merged, i0, Tn, ldm);
         for (int t = threadIdx.x; t < FT; t += blockDim.x) {
             Ms[t] = i0 + t < Tn ? stats[2 * (bh * Tn + i0 + t)] : T(0);
             ILs[t] = i0 + t < Tn ? stats[2 * (bh * Tn + i0 + t) + 1] : T(0);
