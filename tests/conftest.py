@@ -5,8 +5,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
+# make test runs the tests in two processes (pytest-xdist; README, "What is checked"): each keeps
+# BLAS to one thread, it and what it starts (runs, notebook kernels).  Two processes with a BLAS
+# pool of two threads each, on two cores, spin against each other: one test took 7 times as long.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1, user_api="blas")       # (for a BLAS already loaded by a plugin)
+
+import numpy as np  # noqa: E402 (after the thread settings above)
+import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared next to the repository root holds the development data (never copied into the repo)
