@@ -65,14 +65,20 @@ def timed(fn, reps):
     return float(np.median(times))
 
 
+def padding_mask(B, T):
+    """Every other sequence a quarter padding."""
+    mask = np.ones((B, T), dtype=np.int64)
+    mask[1::2, T - T // 4:] = 0
+    return mask
+
+
 def one_length(B, A, T, D, reps, dtype="float32"):
     import cupy
     from minibert import ops
     from minibert.accel.cuda.ladder import LADDER
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, A, T, D)).astype(dtype) for _ in range(3))
-    mask = np.ones((B, T), dtype=np.int64)
-    mask[1::2, T - T // 4:] = 0                   # every other sequence a quarter padding
+    mask = padding_mask(B, T)
     bias = ops.attention_mask_bias(mask, dtype)
     want = ops.attention_forward(q, k, v, bias)[0]
     gq, gk, gv, gbias = (cupy.asarray(a) for a in (q, k, v, bias))
@@ -122,8 +128,7 @@ def training(B, A, T, D, reps, p_drop=0.1):
     from minibert.accel.cuda import flash, ops as cuda_ops
     rng = np.random.default_rng(0)
     q, k, v, dout = (rng.standard_normal((B, A, T, D)).astype(np.float16) for _ in range(4))
-    mask = np.ones((B, T), dtype=np.int64)
-    mask[1::2, T - T // 4:] = 0
+    mask = padding_mask(B, T)
     want = ops.attention_forward(*(a.astype(np.float64) for a in (q, k, v)), ops.attention_mask_bias(mask, np.float64))[0]
     gq, gk, gv, gdout = (cupy.asarray(a) for a in (q, k, v, dout))
     gbias = cupy.asarray(ops.attention_mask_bias(mask, np.float32))

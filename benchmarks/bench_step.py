@@ -179,7 +179,7 @@ def run_minibert(cfg, batch, args):
     if args.device == "cuda":
         import cupy
         from minibert.accel.cuda import flash       # the form decides (forms may share a process)
-        flash.ENABLED = args.form == "minibert-flash" or os.environ.get("MINIBERT_ATTENTION") == "flash"
+        flash.ENABLED = args.form == "minibert-flash" or flash.FROM_ENVIRONMENT
         sync = cupy.cuda.Device().synchronize
         peak_dtype = np.float16 if args.mixed_precision else np.float32
         peak = gemm_peak_once(("cupy", peak_dtype), lambda a, b: (a @ b, sync()), lambda n: cupy.asarray(

@@ -54,21 +54,25 @@ tail -3 "$OUT/test_gpu.log"
 fi
 
 # a GPU out of idle runs its first second or so at low clocks: warm it before the first timing
-{ part steps || part graph; } && $PY -c "import cupy as cp; a = cp.ones((4096, 4096), cp.float32)
+{ part steps || part graph || part flash; } && $PY -c "import cupy as cp; a = cp.ones((4096, 4096), cp.float32)
 for _ in range(1000): a @ a            # about 3 s
 cp.cuda.Device().synchronize()"
+# bench NAME ARGS...: one bench_step.py table on the GPU into $OUT/NAME.md and .json; its ratios shown
+bench() {
+  local name=$1; shift
+  $PY benchmarks/bench_step.py --device cuda --reps "$reps" --wait-idle 0 "$@" --json "$OUT/$name.json" \
+      > "$OUT/$name.md" 2>&1
+  sed -n '/## ratios/,$p' "$OUT/$name.md"; grep -m3 "Error\|Traceback" "$OUT/$name.md"
+}
 # tables PREFIX "LAB PRESETS" "512 PRESETS" ARGS...: bench_step.py at 128 and 512, both precisions
 tables() {
   local prefix=$1 at128=$2 at512=$3; shift 3
   for precision in float32 mixed; do
     flag=""; [ "$precision" = mixed ] && flag="--mixed-precision"
     for seq in 128 512; do
-      name="${prefix}_${precision}_${seq}"
       presets=$at128; [ "$seq" = 512 ] && presets=$at512
       echo "== bench_step $precision seq-len $seq ($prefix)"
-      $PY benchmarks/bench_step.py --device cuda --presets $presets --seq-len "$seq" $flag --reps "$reps" \
-          --wait-idle 0 "$@" --json "$OUT/$name.json" > "$OUT/$name.md" 2>&1
-      sed -n '/## ratios/,$p' "$OUT/$name.md"; grep -m3 "Error\|Traceback" "$OUT/$name.md"
+      bench "${prefix}_${precision}_${seq}" --presets $presets --seq-len "$seq" $flag "$@"
     done
   done
 }
@@ -79,10 +83,8 @@ part graph && tables graph "tiny mini small" "small" \
 if part flash; then
   for seq in 128 512; do
     echo "== bench_step mixed seq-len $seq (flash)"
-    $PY benchmarks/bench_step.py --device cuda --presets small base --seq-len "$seq" --mixed-precision \
-        --reps "$reps" --wait-idle 0 --forms minibert minibert-flash torch-gathered torch-sdpa --rounds 1 \
-        --json "$OUT/flash_mixed_$seq.json" > "$OUT/flash_mixed_$seq.md" 2>&1
-    sed -n '/## ratios/,$p' "$OUT/flash_mixed_$seq.md"; grep -m3 "Error\|Traceback" "$OUT/flash_mixed_$seq.md"
+    bench "flash_mixed_$seq" --presets small base --seq-len "$seq" --mixed-precision \
+        --forms minibert minibert-flash torch-gathered torch-sdpa --rounds 1
   done
   echo "== attention alone, float16 forward and backward: unfused, fused, SDPA"
   $PY benchmarks/bench_attention.py --training --reps "$((reps * 2))" --json "$OUT/attention_training.json" \

@@ -114,16 +114,8 @@ template <class V> static inline V __shfl_xor_sync(unsigned int, V v, int o) {
 // elements of a b to d.
 #define MINIBERT_CPU 1
 namespace emu { static unsigned int mma_a[1024][4], mma_b[1024][2]; }
-static inline float emu_half(unsigned int h) {
-    h &= 0xffffu;
-    const unsigned int s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu || e) {
-        const unsigned int x = e == 0x1fu ? s | 0x7f800000u | (m << 13) : s | ((e + 112u) << 23) | (m << 13);
-        float f; memcpy(&f, &x, 4); return f;
-    }
-    const float f = (float)m * 5.9604644775390625e-8f;
-    return s ? -f : f;
-}
+// the kernels' own float16 widening (source.REDUCE, which every kernel is compiled after)
+inline float half_to_float(unsigned short h);
 static inline void mma16816(float* d, const unsigned int* a, const unsigned int* b) {
     const unsigned int t = threadIdx.x, w = t >> 5;
     for (int i = 0; i < 4; ++i) emu::mma_a[t][i] = a[i];
@@ -136,12 +128,12 @@ static inline void mma16816(float* d, const unsigned int* a, const unsigned int*
         const unsigned int* lb = emu::mma_b[(w << 5) | l];
         const int g = l >> 2, c = 2 * (l & 3);
         for (int h = 0; h < 2; ++h) {
-            A[g][c + h] = emu_half(la[0] >> (16 * h));
-            A[g + 8][c + h] = emu_half(la[1] >> (16 * h));
-            A[g][c + 8 + h] = emu_half(la[2] >> (16 * h));
-            A[g + 8][c + 8 + h] = emu_half(la[3] >> (16 * h));
-            B[c + h][g] = emu_half(lb[0] >> (16 * h));
-            B[c + 8 + h][g] = emu_half(lb[1] >> (16 * h));
+            A[g][c + h] = half_to_float((unsigned short)(la[0] >> (16 * h)));
+            A[g + 8][c + h] = half_to_float((unsigned short)(la[1] >> (16 * h)));
+            A[g][c + 8 + h] = half_to_float((unsigned short)(la[2] >> (16 * h)));
+            A[g + 8][c + 8 + h] = half_to_float((unsigned short)(la[3] >> (16 * h)));
+            B[c + h][g] = half_to_float((unsigned short)(lb[0] >> (16 * h)));
+            B[c + 8 + h][g] = half_to_float((unsigned short)(lb[1] >> (16 * h)));
         }
     }
     emu::wait_at(1 + w);

@@ -511,15 +511,15 @@ def test_fused_attention_on_the_tensor_cores(T, monkeypatch):
     from minibert import ops as ref
     from minibert.accel.counter_rng import CounterUniform
     from minibert.accel.cuda import flash, ops as cuda_ops
+    from test_flash import _float64
     monkeypatch.setattr(flash, "ENABLED", True)
     rng = np.random.default_rng(0)
     q, k, v, dout = (rng.standard_normal((3, 2, T, 64)).astype(np.float16) for _ in range(4))
     mask = np.ones((3, T), np.float32)
     mask[1, T // 2:] = 0
     mask[2] = 0
-    wide = [a.astype(np.float64) for a in (q, k, v)]
-    want_out, cache64 = ref.attention_forward(*wide, ref.attention_mask_bias(mask, np.float64))
-    want = [want_out, *ref.attention_backward(dout.astype(np.float64), cache64)]
+    want_out, want_grads = _float64(q, k, v, dout, mask)
+    want = [want_out, *want_grads]
     g = [cupy.asarray(a) for a in (q, k, v, dout)]
     bias = cupy.asarray(ref.attention_mask_bias(mask, np.float32))
 

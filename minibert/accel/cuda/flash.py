@@ -24,7 +24,9 @@ from ...ops.attention import operand
 from . import kernels
 from .flash_source import FLASH_BWD_DKDV, FLASH_BWD_DQ, FLASH_COMMON, FLASH_FWD
 
-ENABLED = os.environ.get("MINIBERT_ATTENTION") == "flash"
+# MINIBERT_ATTENTION=flash turns it on (and is the default a benchmark's forms go back to)
+FROM_ENVIRONMENT = os.environ.get("MINIBERT_ATTENTION") == "flash"
+ENABLED = FROM_ENVIRONMENT
 HEAD_SIZE = 64          # the kernels' D
 TILE = 64               # rows of a tile: a block of 4 warps
 THREADS = 128
@@ -42,10 +44,7 @@ class FlashCache(NamedTuple):
     has_bias: bool
     dead: object         # (B,) bool (sequences with no open key), or a stand-in
     key: tuple           # dropout's key arguments (base on the device, draw number)
-    drop: bool
-    p_drop: float
-    inv_keep: float
-    scale: float
+    p_drop: float        # 0.0: no dropout
 
 
 def applies(q, k, v, mask_bias, dropout_p, rng, train) -> bool:
@@ -69,6 +68,20 @@ def _grid(B, A, T):
     return (B * A * ((T + TILE - 1) // TILE),), (THREADS,)
 
 
+def _mask_args(cache):
+    return cache.bias, np.int32(cache.has_bias)
+
+
+def _dropout_args(cache):
+    return (*cache.key, np.int32(cache.p_drop > 0.0))
+
+
+def _tail(T, A, p_drop):
+    """The arguments every kernel ends with: sizes, 1 / sqrt(D), dropout's rate and 1 / (1 - rate)."""
+    f = np.float32
+    return np.int32(T), np.int32(A), f(1.0 / math.sqrt(HEAD_SIZE)), f(p_drop), f(1.0 / (1.0 - p_drop))
+
+
 def forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     """``ops.attention_forward`` in one launch: (out (B, A, T, 64) float16, FlashCache).  out is a view
     of a (B, T, A, 64) array, written so by the kernel, which ``merge_heads`` makes (B, T, H) without a
@@ -78,22 +91,17 @@ def forward(q, k, v, mask_bias, dropout_p=0.0, rng=None, train=False):
     q, k, v = (cupy.ascontiguousarray(a) for a in (q, k, v))
     drop = train and dropout_p > 0.0
     key = kernels.dropout_draws(rng, None, np.float32)[1] if drop else kernels.no_key()
-    has_bias = mask_bias is not None
-    if has_bias:
+    if mask_bias is not None:
         bias = cupy.ascontiguousarray(mask_bias.reshape(B, T), dtype=np.float32)
         dead = cupy.empty(B, dtype=np.bool_)
     else:
         bias, dead = kernels.dummy(np.float32), kernels.dummy(np.bool_)
-    inv_keep = 1.0 / (1.0 - dropout_p) if drop else 1.0
-    scale = 1.0 / math.sqrt(D)
-    out, stats = cupy.empty((B, T, A, D), np.float16), cupy.empty((B, A, T, 2), np.float32)
-    f = np.float32
+    cache = FlashCache(q, k, v, cupy.empty((B, T, A, D), np.float16), cupy.empty((B, A, T, 2), np.float32),
+                       bias, mask_bias is not None, dead, key, dropout_p if drop else 0.0)
     _kernel("flash_fwd", FLASH_FWD)(
-        *_grid(B, A, T),
-        (q, k, v, bias, np.int32(has_bias), *key, np.int32(drop), out, stats, dead, np.int32(T), np.int32(A),
-         f(scale), f(dropout_p if drop else 0.0), f(inv_keep)))
-    return out.transpose(0, 2, 1, 3), FlashCache(q, k, v, out, stats, bias, has_bias, dead, key, drop,
-                           dropout_p if drop else 0.0, inv_keep, scale)
+        *_grid(B, A, T), (q, k, v, *_mask_args(cache), *_dropout_args(cache), cache.out, cache.stats, dead,
+                          *_tail(T, A, cache.p_drop)))
+    return cache.out.transpose(0, 2, 1, 3), cache
 
 
 def backward(dout, cache: FlashCache):
@@ -105,13 +113,10 @@ def backward(dout, cache: FlashCache):
     dout = cupy.ascontiguousarray(operand(dout, q).transpose(0, 2, 1, 3))
     delta = cupy.empty((B, A, T), np.float32)
     dq, dk, dv = cupy.empty_like(q), cupy.empty_like(q), cupy.empty_like(q)
-    f = np.float32
-    mask = (cache.bias, np.int32(cache.has_bias), cache.dead)
-    drop = (*cache.key, np.int32(cache.drop))
-    tail = (np.int32(T), np.int32(A), f(cache.scale), f(cache.p_drop), f(cache.inv_keep))
+    given = (*_mask_args(cache), cache.dead, *_dropout_args(cache))
+    tail = _tail(T, A, cache.p_drop)
     _kernel("flash_bwd_dq", FLASH_BWD_DQ)(
-        *_grid(B, A, T), (q, cache.k, cache.v, cache.out, dout, cache.stats, delta, *mask, *drop, dq, *tail))
+        *_grid(B, A, T), (q, cache.k, cache.v, cache.out, dout, cache.stats, delta, *given, dq, *tail))
     _kernel("flash_bwd_dkdv", FLASH_BWD_DKDV)(
-        *_grid(B, A, T), (q, cache.k, cache.v, dout, cache.stats, delta, *mask, *drop, dk, dv, *tail))
+        *_grid(B, A, T), (q, cache.k, cache.v, dout, cache.stats, delta, *given, dk, dv, *tail))
     return dq, dk, dv
-

@@ -63,6 +63,23 @@ __device__ void load_rows(unsigned int (*a)[4], const unsigned short* src, const
     }
 }
 
+// a warp's 16 rows of an accumulator (16 x FD, as times_tile leaves it), row r divided by div[0] and
+// row r + 8 by div[1], rounded to float16 into a head's rows, ld apart; rows from Tn on are not written
+__device__ void store_rows(unsigned short* dst, const float (*acc)[4], const int r, const int Tn, const int ld,
+                           const float* div) {
+    const int c = 2 * (threadIdx.x & 3);
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (r + 8 * h >= Tn) continue;
+        unsigned short* row = dst + (long long)(r + 8 * h) * ld + c;
+        #pragma unroll
+        for (int n = 0; n < FD / 8; ++n) {
+            row[8 * n] = float_to_half(acc[n][2 * h] / div[h]);
+            row[8 * n + 1] = float_to_half(acc[n][2 * h + 1] / div[h]);
+        }
+    }
+}
+
 // s (16 x FT, 8 tiles of 8 columns) += a (16 x FD) tile^T:  s[i][j] = row i . tile row j
 __device__ void times_rows(float (*s)[4], const unsigned int (*a)[4], const unsigned short* tile) {
     const int g = (threadIdx.x & 31) >> 2, c = 2 * (threadIdx.x & 3);
@@ -187,18 +204,12 @@ extern "C" __global__ void flash_fwd(const unsigned short* q, const unsigned sho
             }
         times_tile(o, s, vs);
     }
+    const float total[2] = {quad_sum(l[0]), quad_sum(l[1])};
+    store_rows(out + merged, o, r, Tn, ldm, total);
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int i = r + 8 * h;
-        const float total = quad_sum(l[h]);
-        if (i >= Tn) continue;
-        unsigned short* row = out + merged + (long long)i * ldm + c;
-        #pragma unroll
-        for (int n = 0; n < FD / 8; ++n) {
-            row[8 * n] = float_to_half(o[n][2 * h] / total);
-            row[8 * n + 1] = float_to_half(o[n][2 * h + 1] / total);
-        }
-        if (c == 0) { stats[2 * (bh * Tn + i)] = m[h]; stats[2 * (bh * Tn + i) + 1] = 1.0f / total; }
+        if (i < Tn && c == 0) { stats[2 * (bh * Tn + i)] = m[h]; stats[2 * (bh * Tn + i) + 1] = 1.0f / total[h]; }
     }
 }
 """
@@ -263,17 +274,8 @@ extern "C" __global__ void flash_bwd_dq(const unsigned short* q, const unsigned 
             }
         times_tile(acc, s, ks);
     }
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int i = r + 8 * h;
-        if (i >= Tn) continue;
-        unsigned short* row = dq + head + (long long)i * FD + c;
-        #pragma unroll
-        for (int n = 0; n < FD / 8; ++n) {
-            row[8 * n] = float_to_half(acc[n][2 * h]);
-            row[8 * n + 1] = float_to_half(acc[n][2 * h + 1]);
-        }
-    }
+    const float one[2] = {1.0f, 1.0f};
+    store_rows(dq + head, acc, r, Tn, FD, one);
 }
 """
 
@@ -326,18 +328,8 @@ extern "C" __global__ void flash_bwd_dkdv(const unsigned short* q, const unsigne
         times_tile(dva, s, dos);
         times_tile(dka, dp, qs);
     }
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int j = r + 8 * h;
-        if (j >= Tn) continue;
-        #pragma unroll
-        for (int n = 0; n < FD / 8; ++n)
-            #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const long long at = head + (long long)j * FD + 8 * n + c + e;
-                dk[at] = float_to_half(dka[n][2 * h + e]);
-                dv[at] = float_to_half(dva[n][2 * h + e]);
-            }
-    }
+    const float one[2] = {1.0f, 1.0f};
+    store_rows(dk + head, dka, r, Tn, FD, one);
+    store_rows(dv + head, dva, r, Tn, FD, one);
 }
 """
