@@ -118,7 +118,8 @@ def _model_options(g, d: TrainArgs) -> None:
                         "scaling: fast on a GPU's tensor cores; on the CPU an emulation, 2-3x slower")
     g.add_argument("--cuda-graph", action="store_true",
                    help="on a GPU: capture a step as one CUDA graph and replay it, one launch a step (faster "
-                        "at small sizes, where a step is its launches); batches padded to --seq-len")
+                        "at small sizes, where a step is its launches; with --accum, all its micro-batches); batches "
+                        "padded to --seq-len")
     g.add_argument("--kernels", choices=["fast", "reference"], default=d.kernels, help="fast: minibert/accel's "
                    "kernels; reference: minibert/ops alone, the definition, slower (default: %(default)s)")
 

@@ -306,13 +306,14 @@ def test_a_cuda_graph_replays_the_captured_ops_on_new_inputs():
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed"])
-def test_a_captured_training_step_replays_what_it_runs_one_launch_at_a_time(precision):
+@pytest.mark.parametrize("precision, accum", [("float32", 1), ("mixed", 1), ("mixed", 2)])
+def test_a_captured_training_step_replays_what_it_runs_one_launch_at_a_time(precision, accum):
     """train/graph_step.py on a GPU: five steps (batches with 4, 3, 6 MLM labels, a rate that changes,
-    dropout keyed by the step) captured after two and replayed, against the same work launched one by
-    one: the same bits (tests/test_graph.py checks the same on the CPU stand-in)."""
+    dropout keyed by the step; one micro-batch a step or two) captured after two and replayed, against
+    the same work launched one by one: the same bits (tests/test_graph.py checks the same on the CPU
+    stand-in)."""
     from test_graph import _trained
-    (a, state_a, graphed), (b, state_b, _) = (_trained(5, precision, capture) for capture in (True, False))
+    (a, state_a, graphed), (b, state_b, _) = (_trained(5, precision, capture, accum=accum) for capture in (True, False))
     assert graphed.graph is not None
     for k, (x, y) in enumerate(zip(a, b), start=1):
         for name in x:

@@ -90,17 +90,19 @@ def _batch(rng, k):
     return padded_batch(rng, 97, n_labels=[(2, 1, 1), (1, 1, 1), (3, 2, 1)][k % 3])
 
 
-def _trained(steps, precision, capture, corpus_rng_seed=1):
+def _trained(steps, precision, capture, corpus_rng_seed=1, accum=1):
     """``_trainer``'s model trained ``steps`` steps by a GraphStep, which captures after its warm-up
-    steps or (``capture=False``) never: the same work one launch at a time."""
+    steps or (``capture=False``) never: the same work one launch at a time.  With ``accum`` n, a
+    step takes the next n of ``_batch``'s batches."""
     from minibert.train import graph_step
     model, opt, scaler = _trainer(precision)
-    step = graph_step.GraphStep(model, opt, scaler, (3, 11), max_predictions=6, max_grad_norm=1.0)
+    step = graph_step.GraphStep(model, opt, scaler, (3, 11), max_predictions=6, max_grad_norm=1.0, accum=accum)
     if not capture:
         step.steps = -10 ** 9              # never reaches the warm-up's end
     rng, results = np.random.default_rng(corpus_rng_seed), []
     for k in range(steps):
-        r = step(_batch(rng, k), 1e-3 * (k + 1), (7, k))
+        batches = [_batch(rng, accum * k + j) for j in range(accum)]
+        r = step(batches[0] if accum == 1 else batches, 1e-3 * (k + 1), (7, k))
         results.append({name: to_numpy(v).copy() if hasattr(v, "shape") else v for name, v in r.items()})
     state = dict(params=to_numpy(model.params.data), m=to_numpy(opt.m), v=to_numpy(opt.v), t=opt.t)
     if scaler is not None:
@@ -108,13 +110,13 @@ def _trained(steps, precision, capture, corpus_rng_seed=1):
     return results, state, step
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed"])
-def test_a_captured_step_trains_as_the_same_step_run_one_launch_at_a_time(precision, on_gpu_stand_in):
+@pytest.mark.parametrize("precision, accum", [("float32", 1), ("mixed", 1), ("mixed", 2)])
+def test_a_captured_step_trains_as_the_same_step_run_one_launch_at_a_time(precision, accum, on_gpu_stand_in):
     """Five steps on batches with different numbers of MLM labels, a rate that changes every step and
     dropout keyed by the step: the replays (steps 3 to 5) give, bit for bit, what the same work run
     launch by launch gives: the weights, AdamW's moments and count, the loss scale, and each
-    step's loss, sums and norm."""
-    (a, state_a, graphed), (b, state_b, _) = (_trained(5, precision, capture) for capture in (True, False))
+    step's loss, sums and norm.  With two micro-batches a step, the graph holds both."""
+    (a, state_a, graphed), (b, state_b, _) = (_trained(5, precision, capture, accum=accum) for capture in (True, False))
     assert graphed.graph is not None and len(graphed.graph.graph.launches) > 50
     for k, (x, y) in enumerate(zip(a, b), start=1):
         assert x.keys() == y.keys()
@@ -122,33 +124,40 @@ def test_a_captured_step_trains_as_the_same_step_run_one_launch_at_a_time(precis
             np.testing.assert_array_equal(x[name], y[name], err_msg=f"step {k}: {name}")
     for name in state_a:
         np.testing.assert_array_equal(state_a[name], state_b[name], err_msg=name)
-    assert state_a["t"] == 5 and np.isfinite(a[-1]["loss"]) and [r["n_mlm"] for r in a] == [4, 3, 6, 4, 3]
+    n_mlm = [4, 3, 6, 4, 3] if accum == 1 else [7, 10, 9, 7, 10]        # (4 + 3, 6 + 4, 3 + 6, ...)
+    assert state_a["t"] == 5 and np.isfinite(a[-1]["loss"]) and [r["n_mlm"] for r in a] == n_mlm
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed"])
-def test_a_graph_step_is_the_trainers_step(precision, on_gpu_stand_in):
-    """What GraphStep runs (captured or not, above) is the ordinary step: forward on the batch as it
-    comes, backward at the loss scale, unscaling and clipping, AdamW at the host's rate.  The same
-    losses and weights up to float32 rounding: the padded MLM rows add zeros to the decoder's sums,
-    and the bias correction's pow is the kernel's."""
+@pytest.mark.parametrize("precision, accum", [("float32", 1), ("mixed", 1), ("float32", 2)])
+def test_a_graph_step_is_the_trainers_step(precision, accum, on_gpu_stand_in):
+    """What GraphStep runs (captured or not, above) is the ordinary step: forward on each batch as it
+    comes, backward at the loss scale (the micro-batches' gradients added up), unscaling, the mean
+    over the micro-batches and clipping, AdamW at the host's rate.  The same losses and weights up
+    to float32 rounding: the padded MLM rows add zeros to the decoder's sums, and the bias
+    correction's pow is the kernel's."""
     from minibert.optim import scaled_step, unscale_and_clip
-    results, state, _ = _trained(4, precision, capture=False)
+    results, state, _ = _trained(4, precision, capture=False, accum=accum)
     model, opt, scaler = _trainer(precision)
     mixed = precision == "mixed"
+    tol = 1e-4 if mixed else 1e-5     # (a float16 product rounds once more where its sums differ)
     rng = np.random.default_rng(1)
     for k in range(4):
-        batch = _batch(rng, k)
         model.seed_dropout((7, k))
-        out = model.forward(**batch, train=True)
         loss_scale = scaler.scale if scaler else 1.0
-        model.backward(loss_scale=loss_scale)
-        norm = unscale_and_clip(model.params, 1.0, loss_scale)
+        losses, mlm_sum, n_mlm, tokens = [], 0.0, 0, 0
+        for j in range(accum):
+            batch = _batch(rng, accum * k + j)
+            out = model.forward(**batch, train=True)
+            model.backward(accumulate=j > 0, loss_scale=loss_scale)
+            losses.append(float(out.loss))
+            mlm_sum += float(out.mlm_loss) * len(out.mlm_targets)
+            n_mlm, tokens = n_mlm + len(out.mlm_targets), tokens + batch["attention_mask"].sum()
+        norm = unscale_and_clip(model.params, 1.0, loss_scale, accum)
         scaled_step(opt, scaler, model.xp.isfinite(norm), 1e-3 * (k + 1))
-        tol = 1e-4 if mixed else 1e-5     # (a float16 product rounds once more where its sums differ)
-        np.testing.assert_allclose(float(out.loss), results[k]["loss"], rtol=tol, err_msg=f"step {k + 1}")
+        np.testing.assert_allclose(np.mean(losses), results[k]["loss"], rtol=tol, err_msg=f"step {k + 1}")
         np.testing.assert_allclose(float(norm), results[k]["grad_norm"], rtol=1e-4, err_msg=f"step {k + 1}")
-        assert results[k]["n_mlm"] == len(out.mlm_targets) and results[k]["tokens"] == batch["attention_mask"].sum()
-        np.testing.assert_allclose(float(out.mlm_loss) * len(out.mlm_targets), results[k]["mlm_loss"], rtol=tol)
+        assert results[k]["n_mlm"] == n_mlm and results[k]["tokens"] == tokens
+        np.testing.assert_allclose(mlm_sum, results[k]["mlm_loss"], rtol=tol)
     # (AdamW's update is about lr in size whatever the gradient's: a gradient near eps that differs in
     # its last bits, or by a float16 rounding, moves a weight by a share of lr, 1e-3 to 4e-3 here)
     np.testing.assert_allclose(np.array(model.params.data), state["params"], rtol=0, atol=2e-4 if mixed else 2e-5)
@@ -168,14 +177,20 @@ def test_a_graph_step_names_a_batch_it_was_not_built_for(on_gpu_stand_in):
         step({k: v[:2] for k, v in batch.items()}, 1e-3, (0, 0))
     with pytest.raises(ValueError, match="built for batches with nsp_labels"):
         step(dict(batch, nsp_labels=None), 1e-3, (0, 0))
+    with pytest.raises(ValueError, match=r"takes 1 micro-batch\(es\) \(accum\), got 2"):
+        step([batch, batch], 1e-3, (0, 0))
+    with pytest.raises(ValueError, match="accum must be a positive integer"):
+        GraphStep(model, opt, None, (3, 11), max_predictions=3, accum=0)
     assert step.steps == 0 and opt.t == 0             # nothing was run
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(mixed_precision=True)], ids=["float32", "mixed"])
+@pytest.mark.parametrize("kw", [dict(), dict(mixed_precision=True), dict(mixed_precision=True, accum=2)],
+                         ids=["float32", "mixed", "mixed-accum"])
 def test_pretrain_with_cuda_graph_trains_as_without(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in, kw):
     """``pretrain --cuda-graph`` on the stand-in: steps 3 to 6 replayed, nothing read back inside a step,
     and the records those of the run without it, up to float32 rounding (its batches are padded to
-    --seq-len, which changes the products' shapes, not what they compute)."""
+    --seq-len, which changes the products' shapes, not what they compute); with ``--accum 2``, two
+    micro-batches in each replay."""
     from minibert.train import args as train_args, pretrain
     from test_hostile_runs import records
     from test_sync_free_step import _args, _reads_per_step
@@ -198,10 +213,10 @@ def test_pretrain_with_cuda_graph_trains_as_without(corpus_file, tmp_path, monke
     assert plain.step == graphed.step == 6
 
 
-def test_cuda_graph_needs_a_gpu_step_of_one_batch():
+def test_cuda_graph_needs_a_gpu_step_with_miniberts_kernels():
     from minibert.train import TrainArgs
     from minibert.train.args import check_args
-    for kw in (dict(), dict(device="cuda", kernels="reference"), dict(device="cuda", accum=2)):
+    for kw in (dict(), dict(device="cuda", kernels="reference"), dict(accum=2)):
         with pytest.raises(ValueError, match="--cuda-graph replays a GPU step"):
             check_args(TrainArgs(cuda_graph=True, **kw), probe_out=False)
 

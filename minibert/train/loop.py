@@ -186,7 +186,8 @@ def train_step(run: Run, lr: float) -> None:
     """
     args, model, scaler, comm = run.args, run.model, run.scaler, run.comm
     if run.graph is not None:                      # --cuda-graph: the same step, one launch
-        r = run.graph(run.stream.next_batch(), lr, comm.dropout_seed(args.seed, run.step))
+        batches = [run.stream.next_batch() for _ in range(args.accum)]
+        r = run.graph(batches, lr, comm.dropout_seed(args.seed, run.step))
         _book(run, run.graph.sums(r), r["grad_norm"], r["finite"], r.get("loss_scale"))
         run.step += 1
         return
