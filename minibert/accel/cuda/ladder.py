@@ -322,6 +322,8 @@ def attention_tiled(q, k, v, mask_bias=None):
     return out
 
 
+# the rungs that take any float dtype and run a forward pass alone (bench_attention.py times them); the
+# top rung, v5, is float16 and trains, forward and backward: flash.py, timed by bench_attention.py --training
 LADDER = {"v1 naive": attention_naive, "v2a products + block-per-row softmax": attention_block_rows,
           "v2b products + warp-per-row softmax in registers": attention_warp_rows,
           "v2 products + fused softmax": attention_fused,
