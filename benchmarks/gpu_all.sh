@@ -4,7 +4,8 @@
 #   2. the step table: bench_step.py --device cuda, tiny, mini, small and base at sequence length
 #      128, small and base at 512, float32 and mixed precision, minibert against PyTorch eager and SDPA;
 #   3. the attention ladder (accel/cuda/ladder.py) against PyTorch's SDPA: bench_attention.py;
-#   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched);
+#   4. notebooks 07 and 10 executed on the GPU (into $OUT, the committed copies untouched): 07's batch
+#      sweep (tiny, mini, small x batch 8, 32, 128 x 128 tokens), 10's float32 against mixed step;
 #   5. pretrain's step against the bare step (bench_loop.py): mini 128 x 128 in both precisions,
 #      base 64 x 128 mixed, the batches made by a data process (the default on a GPU); and mini
 #      128 x 128 float32 with them made by a thread, as before the data process; tiny 32 x 128 with
