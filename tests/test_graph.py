@@ -222,13 +222,14 @@ def test_cuda_graph_needs_a_gpu_step_with_miniberts_kernels():
 
 def test_pretrain_with_cuda_graph_resumes_exactly(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in):
     """Stopped at step 4 (two steps replayed) and resumed (two steps one launch at a time, before the
-    capture would come): the records and weights of the run that never stopped, bit for bit."""
+    capture would come), two micro-batches a step: the records and weights of the run that never
+    stopped, bit for bit."""
     from minibert.train import args as train_args, pretrain
     from minibert.train.checkpoint_files import list_checkpoints, load_checkpoint
     from test_sync_free_step import _args
     from test_hostile_runs import records
     monkeypatch.setattr(train_args, "get_xp", lambda device: None)
-    kw = dict(mixed_precision=True, save_every=6, device="cuda", cuda_graph=True, data_worker="thread")
+    kw = dict(mixed_precision=True, save_every=6, device="cuda", cuda_graph=True, data_worker="thread", accum=2)
     pretrain(_args(corpus_file, tmp_path / "once", **kw), log=lambda *a: None)
     assert pretrain(_args(corpus_file, tmp_path / "twice", stop_at=4, **kw), log=lambda *a: None).stopped_by == "stop_at"
     pretrain(_args(corpus_file, tmp_path / "twice", resume=True, **kw), log=lambda *a: None)
