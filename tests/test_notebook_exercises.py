@@ -10,11 +10,14 @@ notebooks carry the solutions, and nbval runs them in ``make test``; here:
   stubs (signatures and docstrings, no code) and clears the checks' outputs;
   putting the solutions back gives the repository's notebooks again;
 * the student copy of every notebook, executed top to bottom, fails exactly at
-  its check cells (each says TODO) and nowhere else.
+  its check cells (each says TODO) and nowhere else.  It is executed up to its
+  last check where no later cell can reach a stub (read from the code): from
+  there on it is the notebook itself, which nbval runs.
 """
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,19 +103,84 @@ def test_student_copy_stubs_keep_signatures_and_docstrings(student_copy):
             assert got == want, f"{path.name}, cell {i}"
 
 
-def _execute(path: Path) -> dict:
+def _execute(path: Path, cells: int | None = None) -> dict:
+    """The notebook at ``path`` executed, its first ``cells`` cells only (all of them with None)."""
     import nbformat
     from nbclient import NotebookClient
     nb = nbformat.read(path, as_version=4)
+    nb.cells = nb.cells[:cells]
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     return nb
 
 
+def _loads(tree) -> set[str]:
+    import ast
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def cells_the_stubs_reach(nb) -> int | None:
+    """How many cells of ``nb`` a student copy must run to be judged: up to its last check cell, if no
+    later cell can reach a stub, else all (None).
+
+    A student copy differs from the notebook only in the bodies of its solution cells' functions, and
+    nbval runs the notebook itself.  A later cell behaves as it does there unless it uses one of those
+    functions, or something defined in the notebook that uses one (followed to its end); a cell that
+    is not Python counts as reaching them, and an IPython magic line (``%matplotlib inline``) as the
+    tuple of its words."""
+    import ast
+    cells = nb["cells"]
+    pairs = exercise_cells(nb)
+    last = max(j for _, j in pairs) + 1
+
+    def python(text):            # a magic line as an expression of its words, which can then be looked up
+        return "\n".join(", ".join(re.findall(r"[A-Za-z_]\w*", line)) or "None" if line.lstrip()[:1] in "%!"
+                         and line.strip() else line for line in text.splitlines())
+    try:
+        trees = [ast.parse(python(source(c))) if c["cell_type"] == "code" else ast.Module(body=[], type_ignores=[])
+                 for c in cells]
+    except SyntaxError:
+        return None
+    reach = {f.name for i, _ in pairs for f in trees[i].body if isinstance(f, ast.FunctionDef)}
+    grew = True
+    while grew:                      # what is defined from a reaching name reaches too
+        grew = False
+        for tree in trees:
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names = {node.name}
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                else:
+                    continue
+                if names - reach and _loads(node) & reach:
+                    reach |= names
+                    grew = True
+    return None if any(_loads(tree) & reach for tree in trees[last:]) else last
+
+
+@pytest.mark.parametrize("after, cells", [
+    (["x = sum([1, 2])"], 3),                               # nothing after the check uses the stub
+    (["y = f(2)"], None),                                   # the stub itself
+    (["def g():\n    return f()"], None),                   # a function that calls it
+    (["%timeit f(3)"], None),                               # a magic that calls it
+    (["g()"], None),                                        # g = f, defined before the check
+], ids=["independent", "call", "def", "magic", "alias"])
+def test_a_student_copy_runs_as_far_as_its_stubs_reach(after, cells):
+    def code(text, tag=None):
+        return {"cell_type": "code", "source": text, "metadata": {"tags": [tag] if tag else []}}
+    nb = {"cells": [code("def f(x=1):\n    return x", SOLUTION), code("g = f"), code("check('f', f=f)", CHECK)]
+                   + [code(text) for text in after]}
+    assert cells_the_stubs_reach(nb) == cells
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_student_copy_fails_exactly_at_its_exercises(student_copy, path):
-    """Run top to bottom, the student's notebook stops nowhere; each check says TODO, and only they do."""
-    nb = _execute(student_copy / "notebooks" / path.name)
+    """Run top to bottom, the student's notebook stops nowhere; each check says TODO, and only they do.
+    (It runs up to its last check where nothing after it can reach the stubs: the rest is the
+    notebook's own, which nbval runs.)"""
+    nb = _execute(student_copy / "notebooks" / path.name, cells_the_stubs_reach(load(path)))
     checks = {j for _, j in exercise_cells(load(path))}
     errors = [k for k, c in enumerate(nb.cells) if any(o.output_type == "error" for o in c.get("outputs", []))]
     assert not errors, f"{path.name}: cells {errors} raised in the student copy:\n" + \
