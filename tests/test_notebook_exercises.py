@@ -16,6 +16,7 @@ notebooks carry the solutions, and nbval runs them in ``make test``; here:
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -92,7 +93,6 @@ def test_student_copy_changes_the_exercises_only(student_copy, path):
 
 def test_student_copy_stubs_keep_signatures_and_docstrings(student_copy):
     """A stub gives the student what to write: each function's name, arguments and docstring."""
-    import ast
     for path in NOTEBOOKS:
         original, student = load(path), load(student_copy / "notebooks" / path.name)
         for i, _ in exercise_cells(original):
@@ -115,8 +115,22 @@ def _execute(path: Path, cells: int | None = None) -> dict:
 
 
 def _loads(tree) -> set[str]:
-    import ast
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _binds(node) -> set[str]:
+    """The names a top-level statement binds: a definition its own name; any other statement every
+    name it assigns, loops over, imports or defines, however deeply (an ``if`` holding a ``def``)."""
+    if isinstance(node, DEFINITIONS):
+        return {node.name}
+    inner = list(ast.walk(node))
+    return ({n.id for n in inner if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            | {n.name for n in inner if isinstance(n, DEFINITIONS)}
+            | {(a.asname or a.name).split(".")[0] for n in inner if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names})
 
 
 def cells_the_stubs_reach(nb) -> int | None:
@@ -128,14 +142,16 @@ def cells_the_stubs_reach(nb) -> int | None:
     functions, or something defined in the notebook that uses one (followed to its end); a cell that
     is not Python counts as reaching them, and an IPython magic line (``%matplotlib inline``) as the
     tuple of its words."""
-    import ast
     cells = nb["cells"]
     pairs = exercise_cells(nb)
     last = max(j for _, j in pairs) + 1
 
-    def python(text):            # a magic line as an expression of its words, which can then be looked up
-        return "\n".join(", ".join(re.findall(r"[A-Za-z_]\w*", line)) or "None" if line.lstrip()[:1] in "%!"
-                         and line.strip() else line for line in text.splitlines())
+    def python(text):            # each magic line as an expression of its words, which can then be looked up
+        lines = text.splitlines()
+        for k, line in enumerate(lines):
+            if line.lstrip()[:1] in ("%", "!"):
+                lines[k] = ", ".join(re.findall(r"[A-Za-z_]\w*", line)) or "None"
+        return "\n".join(lines)
     try:
         trees = [ast.parse(python(source(c))) if c["cell_type"] == "code" else ast.Module(body=[], type_ignores=[])
                  for c in cells]
@@ -147,13 +163,7 @@ def cells_the_stubs_reach(nb) -> int | None:
         grew = False
         for tree in trees:
             for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                    names = {node.name}
-                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-                else:
-                    continue
+                names = _binds(node)
                 if names - reach and _loads(node) & reach:
                     reach |= names
                     grew = True
@@ -161,16 +171,19 @@ def cells_the_stubs_reach(nb) -> int | None:
 
 
 @pytest.mark.parametrize("after, cells", [
-    (["x = sum([1, 2])"], 3),                               # nothing after the check uses the stub
+    (["x = sum([1, 2])"], 5),                               # nothing after the check uses the stub
     (["y = f(2)"], None),                                   # the stub itself
     (["def g():\n    return f()"], None),                   # a function that calls it
     (["%timeit f(3)"], None),                               # a magic that calls it
     (["g()"], None),                                        # g = f, defined before the check
-], ids=["independent", "call", "def", "magic", "alias"])
+    (["h()"], None),                                        # h, defined inside an if before the check
+    (["e()"], None),                                        # e, bound by a for loop before the check
+], ids=["independent", "call", "def", "magic", "alias", "nested def", "loop"])
 def test_a_student_copy_runs_as_far_as_its_stubs_reach(after, cells):
     def code(text, tag=None):
         return {"cell_type": "code", "source": text, "metadata": {"tags": [tag] if tag else []}}
-    nb = {"cells": [code("def f(x=1):\n    return x", SOLUTION), code("g = f"), code("check('f', f=f)", CHECK)]
+    before = ["g = f", "if True:\n    def h():\n        return f()", "for e in [f]:\n    pass"]
+    nb = {"cells": [code("def f(x=1):\n    return x", SOLUTION), *map(code, before), code("check('f', f=f)", CHECK)]
                    + [code(text) for text in after]}
     assert cells_the_stubs_reach(nb) == cells
 
