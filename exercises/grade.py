@@ -17,12 +17,17 @@ Written to --out (default ./grades):
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import json
 import multiprocessing
 import os
 import re
+import shutil
+import stat
 import sys
+import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -35,48 +40,104 @@ _SKIP = re.compile(r"^(\.|__pycache__$|__MACOSX$)")
 
 
 # ------------------------------------------------------------------------------ finding the files
-def find_submissions(root: Path, names: list[str], single: bool = False) -> dict[str, dict]:
-    """{student: {exercise: the file to check, or None}}, in the students' order by name."""
+MAX_BYTES = 1 << 20        # a larger "solution" is not one: refused with a reason, never read
+
+
+class Refused(str):
+    """A submitted path that is not checked, and why: a symbolic link, a folder, a name that is not
+    UTF-8, a file too large or not a plain file.  It stands in the place of the path."""
+
+
+def shown(text) -> str:
+    """A path or name as the outputs write it: bytes that are not UTF-8 as \\xNN escapes, not a crash."""
+    return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def find_submissions(root: Path, names: list[str], single: bool = False, skip: Path | None = None) -> dict:
+    """{student: {exercise: the file to check, a ``Refused`` reason, or None}}, by student name.
+
+    skip: a folder left out (the grader's own output folder, when it lies inside ``root``)."""
     if single:
-        return {root.resolve().name: _files_in(root, names)}
+        return {shown(root.resolve().name): _files_in(root, names)}
     found = {}
     for entry in sorted(root.iterdir()):
-        if entry.is_dir() and not _SKIP.match(entry.name):
-            found[entry.name] = _files_in(entry, names)
+        if _SKIP.match(entry.name) or (skip is not None and entry.resolve() == skip):
+            continue
+        if entry.is_symlink() and entry.is_dir():
+            found[shown(entry.name)] = dict.fromkeys(names, Refused(
+                f"the student's folder {shown(entry.name)} is a symbolic link: submit files, not links"))
+        elif entry.is_dir():
+            found[shown(entry.name)] = _files_in(entry, names)
     loose = re.compile(rf"^(.+?)[ _.-]+({'|'.join(map(re.escape, names))})\.py$")
-    for f in sorted(root.glob("*.py")):
+    for f in sorted(root.iterdir()):
         m = loose.match(f.name)
-        if m:
-            files = found.setdefault(m.group(1), dict.fromkeys(names))
-            files[m.group(2)] = files[m.group(2)] or f
+        if m and not f.is_dir():
+            files = found.setdefault(shown(m.group(1)), dict.fromkeys(names))
+            files[m.group(2)] = files[m.group(2)] or _refusal(f, f.name) or f
     return dict(sorted(found.items()))
 
 
 def _files_in(folder: Path, names) -> dict:
-    files = {}
-    for name in names:
-        hits = [p for p in folder.rglob(f"{name}.py")
-                if p.is_file() and not any(_SKIP.match(part) for part in p.relative_to(folder).parts)]
-        files[name] = min(hits, key=lambda p: (len(p.parts), str(p)), default=None)
-    return files
+    """The shallowest NAME.py in ``folder`` for each name (symbolic links to folders not followed)."""
+    hits = {name: [] for name in names}
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not _SKIP.match(d))
+        for entry in (*files, *dirs):
+            name = entry[:-3] if entry.endswith(".py") else None
+            if name in hits:
+                hits[name].append(Path(top) / entry)
+    chosen = {}
+    for name, paths in hits.items():
+        path = min(paths, key=lambda p: (len(p.parts), str(p)), default=None)
+        chosen[name] = None if path is None else (_refusal(path, path.relative_to(folder)) or path)
+    return chosen
+
+
+def _refusal(path: Path, relative) -> Refused | None:
+    """Why ``path`` is not checked, or None when it is a plain file that may be."""
+    what = shown(relative)
+    if what != str(relative):
+        return Refused(f"the path {what} holds a name that is not UTF-8: rename it")
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return Refused(f"{what} cannot be read: {exc.strerror}")
+    if stat.S_ISLNK(st.st_mode):
+        return Refused(f"{what} is a symbolic link, not a file: submit the file itself")
+    if stat.S_ISDIR(st.st_mode):
+        return Refused(f"{what} is a folder, not a file: put the code in a file named {path.name}")
+    if not stat.S_ISREG(st.st_mode):
+        return Refused(f"{what} is not a plain file")
+    if st.st_size > MAX_BYTES:
+        return Refused(f"{what} is {st.st_size / 1e6:.1f} MB, over the limit of {MAX_BYTES / 1e6:.1f} MB "
+                       "for one exercise's code")
+    return None
 
 
 # ------------------------------------------------------------------------------ grading
 _SPARE = None          # in each pool process: a worker started ahead, for the next task
 
 
-def grade_one(student: str, name: str, path, timeout: float, memory_mb: float) -> dict:
-    """One row: the verdict of ``path`` for exercise ``name``.  Runs in a pool process."""
+def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, confine=None) -> dict:
+    """One row: the verdict of ``path`` for exercise ``name``.  Runs in a pool process.
+
+    confine: the sandbox to run the student's code in (``confine.Confinement``), None for none."""
     global _SPARE
     from .sandbox import Worker, check_isolated
 
-    row = {"student": student, "exercise": name, "file": str(path or "")}
+    row = {"student": student, "exercise": name, "file": shown(path or "")}
     if path is None:
         return {**row, "verdict": "missing", "first_fail": f"no {name}.py in the submission", "hint": "",
                 "seconds": 0.0, "report": f"[MISSING] {name}: no {name}.py in the submission"}
+    if isinstance(path, Refused):
+        return {**row, "file": "", "verdict": "fail", "first_fail": str(path),
+                "hint": f"not checked: submit your code as a plain file named {name}.py",
+                "seconds": 0.0, "report": f"[FAIL] {name}: {path}"}
     start = time.perf_counter()
     try:
-        worker, _SPARE = (_SPARE or Worker(memory_mb)), Worker(memory_mb)
+        if _SPARE is None:
+            atexit.register(_close_spare)
+        worker, _SPARE = (_SPARE or Worker(memory_mb, confine)), Worker(memory_mb, confine)
         report = check_isolated(name, str(path), timeout, memory_mb, worker=worker)
     except Exception as exc:      # a bug of the checker's: this row says so, the others go on
         return {**row, "verdict": "error", "first_fail": f"the checker failed: {type(exc).__name__}: {exc}",
@@ -88,18 +149,36 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float) -
             "seconds": round(time.perf_counter() - start, 3), "report": report.render()}
 
 
-def grade_all(submissions: dict, names, jobs: int, timeout: float, memory_mb: float) -> list[dict]:
+def _close_spare() -> None:
+    if _SPARE is not None:
+        _SPARE.close()
+
+
+def _pool_process() -> None:
+    """Each pool process ends itself when the grader is gone (killed, say): its worker, and the
+    sandbox with it, goes too, and nothing of the run is left behind."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(70)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def grade_all(submissions: dict, names, jobs: int, timeout: float, memory_mb: float, confine=None) -> list[dict]:
     """Every row, in the order student by student, exercise by exercise; ``jobs`` checks at a time."""
-    tasks = [(s, n, files[n], timeout, memory_mb) for s, files in submissions.items() for n in names]
+    tasks = [(s, n, files[n], timeout, memory_mb, confine) for s, files in submissions.items() for n in names]
     # spawn: a fresh interpreter per pool process, the same on Linux, macOS and Windows
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_pool_process) as pool:
         futures = [pool.submit(grade_one, *t) for t in tasks]
         rows = []
         for task, future in zip(tasks, futures):
             try:
                 rows.append(future.result())
             except Exception as exc:   # a pool process lost: its row says so
-                rows.append({"student": task[0], "exercise": task[1], "file": str(task[2] or ""),
+                rows.append({"student": task[0], "exercise": task[1], "file": shown(task[2] or ""),
                              "verdict": "error", "first_fail": f"the grading process failed: {exc}",
                              "hint": "", "seconds": 0.0, "report": ""})
     return rows
@@ -125,32 +204,50 @@ def _numbers_out(line: str) -> str:
 
 
 # ------------------------------------------------------------------------------ writing
-def gradescope_results(rows: list[dict]) -> dict:
+NO_ISOLATION = ("graded WITHOUT isolation (--no-sandbox): each student's code ran as the grader's user, "
+                "able to read and change other files, classmates' too")
+
+
+def gradescope_results(rows: list[dict], isolation: str = "") -> dict:
     """One student's rows in Gradescope's results.json format: a test per exercise, 1 point each."""
     tests = [{"name": r["exercise"], "score": float(r["verdict"] == "pass"), "max_score": 1.0,
               "status": "passed" if r["verdict"] == "pass" else "failed",
               "output": r["report"] or r["first_fail"], "visibility": "visible"} for r in rows]
     score = sum(t["score"] for t in tests)
     return {"score": score, "execution_time": round(sum(r["seconds"] for r in rows)),
-            "output": f"{score:g} of {len(tests)} exercises pass", "stdout_visibility": "hidden",
-            "tests": tests}
+            "output": f"{score:g} of {len(tests)} exercises pass" + (f"; {isolation}" if isolation else ""),
+            "stdout_visibility": "hidden", "tests": tests}
 
 
-def write_outputs(rows: list[dict], summary: dict, out: Path, single: bool) -> None:
+def write_outputs(rows: list[dict], summary: dict, out: Path, single: bool, isolated: bool = True) -> None:
+    """Every output file, written in a folder beside ``out`` and then moved into it, each file whole."""
+    note = "" if isolated else NO_ISOLATION
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "grades.json").write_text(json.dumps({"rows": rows, "summary": summary}, indent=1), encoding="utf-8")
-    (out / "summary.txt").write_text(render_summary(summary), encoding="utf-8")
-    students = {}
-    for r in rows:
-        students.setdefault(r["student"], []).append(r)
-    for student, mine in students.items():
-        target = out / "results.json" if single else out / "gradescope" / student / "results.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(gradescope_results(mine), indent=1), encoding="utf-8")
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        with open(new / "grades.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS + ("isolation",), extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({**r, "isolation": "sandbox" if isolated else "none"} for r in rows)
+        (new / "grades.json").write_text(json.dumps({"isolation": "sandbox" if isolated else note,
+                                                     "rows": rows, "summary": summary}, indent=1),
+                                         encoding="utf-8")
+        (new / "summary.txt").write_text((f"{note}\n\n" if note else "") + render_summary(summary),
+                                         encoding="utf-8")
+        students = {}
+        for r in rows:
+            students.setdefault(r["student"], []).append(r)
+        for student, mine in students.items():
+            target = new / "results.json" if single else new / "gradescope" / student / "results.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(gradescope_results(mine, note), indent=1), encoding="utf-8")
+        for entry in sorted(new.iterdir()):         # each in one rename; gradescope/ as a whole
+            old = out / entry.name
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            os.replace(entry, old)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
 
 
 def render_summary(summary: dict) -> str:
@@ -172,28 +269,69 @@ def add_grade_parser(sub, limits) -> None:
     p.add_argument("--single", action="store_true",
                    help="SUBMISSIONS is one student's folder (Gradescope's /autograder/submission); "
                         "writes OUT/results.json")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="grade where no sandbox can be made (each student's code then runs as your user, "
+                        "unconfined; every output says so)")
     limits(p)
 
 
 def run_grade(args, parser) -> int:
-    names = list(EXERCISES) if args.exercises == "all" else [n.strip() for n in args.exercises.split(",")]
-    unknown = [n for n in names if n not in EXERCISES]
-    if unknown:
-        parser.error(f"unknown exercise(s) {', '.join(unknown)}; choose from: all, {', '.join(EXERCISES)}")
+    from .confine import Confinement, Unavailable
+
+    names = exercise_names(args.exercises, parser)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
-    submissions = find_submissions(args.submissions, names, args.single)
+    confine = None
+    if not args.no_sandbox:
+        try:
+            confine = Confinement.find()
+        except Unavailable as exc:
+            print(f"python -m exercises grade: {exc}. Grading runs every student's code; without a sandbox "
+                  "it could read or change other students' files and grades. Install bubblewrap, or pass "
+                  "--no-sandbox to grade unconfined.", file=sys.stderr)
+            return 2
+        if not confine.limits_processes:
+            print("note: grading as root without a writable pids cgroup, the number of processes a "
+                  "check may start is not limited (run the grader as an ordinary user)", file=sys.stderr)
+    else:
+        print(f"warning: {NO_ISOLATION}", file=sys.stderr)
+    out = args.out.resolve()
+    submissions = find_submissions(args.submissions, names, args.single, skip=out)
     if not submissions:
         parser.error(f"no submissions in {args.submissions}: one folder per student, or STUDENT_NAME.py files")
     start = time.perf_counter()
     try:
-        rows = grade_all(submissions, names, args.jobs, args.timeout, args.memory_mb)
+        rows = grade_all(submissions, names, args.jobs, args.timeout, args.memory_mb, confine)
     except KeyboardInterrupt:           # the workers end themselves once their checker is gone
         print("interrupted: nothing written", file=sys.stderr)
         return 130
     summary = summarize(rows, names)
-    write_outputs(rows, summary, args.out, args.single)
+    try:
+        write_outputs(rows, summary, args.out, args.single, isolated=confine is not None)
+    except OSError as exc:
+        print(f"python -m exercises grade: cannot write the results to {args.out}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     print(render_summary(summary), end="")
+    errors = sum(r["verdict"] == "error" for r in rows)
     print(f"{len(submissions)} students, {len(names)} exercises, {time.perf_counter() - start:.1f} s; "
-          f"results in {args.out}/", file=sys.stderr)
-    return 0
+          f"results in {args.out}/" + ("" if confine else " (WITHOUT a sandbox)"), file=sys.stderr)
+    if errors:
+        print(f"{errors} row{'s' * (errors != 1)} could not be graded (verdict 'error'): see grades.csv",
+              file=sys.stderr)
+    return 1 if errors else 0
+
+
+def exercise_names(text: str, parser) -> list[str]:
+    """The exercises named in ``text`` (comma-separated, or "all"); an unknown or empty one refused."""
+    if text.strip() == "all":
+        return list(EXERCISES)
+    names = [n.strip() for n in text.split(",")]
+    if "" in names:
+        parser.error(f"--exercises {text!r} has an empty name: separate the names by single commas")
+    unknown = [n for n in names if n not in EXERCISES]
+    if unknown:
+        parser.error(f"unknown exercise(s) {', '.join(unknown)}; choose from: all, {', '.join(EXERCISES)}")
+    return list(dict.fromkeys(names))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import linecache
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,14 +34,21 @@ import numpy as np
 
 from .output import Output
 from .codec import Decoder, Encoder
+from .confine import INSIDE, Confinement, Workspace
 from .protocol import ProtocolError, read_frame, write_frame
 from .remote import MAX_MESSAGE, Outcome, RemoteModule, WorkerGone, rebuild_exception
 
 HERE = Path(__file__).resolve().parent
-# the worker, in isolated mode (-I: no PYTHON* variables, no user site, not the current folder on
-# sys.path), finds the exercises package by this path alone; -u: the student's prints unbuffered
-WORKER = [sys.executable, "-I", "-u", "-c",
-          f"import sys; sys.path.insert(0, {str(HERE.parent)!r}); from exercises.worker import main; main()"]
+
+
+def worker_args(package_parent: str) -> list[str]:
+    """The worker's interpreter arguments: in isolated mode (-I: no PYTHON* variables, no user site,
+    not the current folder on sys.path) it finds the exercises package by this path alone;
+    -u: the student's prints unbuffered."""
+    return ["-I", "-u", "-c", f"import sys; sys.path.insert(0, {package_parent!r}); "
+                              "from exercises.worker import main; main()"]
+
+
 DEFAULT_TIMEOUT = 30.0        # s per exercise; each solution needs about 1 s at most on a slow laptop
 DEFAULT_MEMORY_MB = 2048      # the solutions need about 300 MB (most of it NumPy and SciPy)
 
@@ -65,28 +73,45 @@ class LoadError(Exception):
 class Worker:
     """One worker process, for one exercise; ``load`` starts its clock."""
 
-    def __init__(self, memory_mb: float = DEFAULT_MEMORY_MB):
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    def __init__(self, memory_mb: float = DEFAULT_MEMORY_MB, confine: Confinement | None = None):
+        """confine: start the worker in that sandbox (``grade``); None: as a plain process (``check``,
+        a student's own code on the student's own machine)."""
         session = {"start_new_session": True} if os.name == "posix" else {}   # its own group: killpg
-        self.proc = subprocess.Popen(WORKER, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **session)
+        self.space = None
+        if confine is not None:
+            self.space = Workspace(Path(tempfile.mkdtemp(prefix="exercises-worker-")), confine.pids)
+            session["preexec_fn"] = self.space.enter
+            argv, env = confine.command(self.space, worker_args(INSIDE)), {}
+            self.trace_path, self.trace_inside = str(self.space.trace), f"{INSIDE}/trace.txt"
+        else:
+            argv = [sys.executable, *worker_args(str(HERE.parent))]
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            fd, self.trace_path = tempfile.mkstemp(prefix="exercises-worker-", suffix=".txt")
+            os.close(fd)
+            self.trace_inside = self.trace_path
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, **session)
         self.output = Output(self.proc.stderr)
         self.memory_mb = memory_mb
-        fd, self.trace_path = tempfile.mkstemp(prefix="exercises-worker-", suffix=".txt")
-        os.close(fd)
-        self.timer = self.path = None
+        self.timer = self.path = self.copy = self.inside = None
         self.timeout = 0.0
         self.doing = self.expired = None
 
     def load(self, name: str, path: Path, timeout: float) -> "RemoteModule":
         self.path = Path(path).resolve()
+        if self.space is not None:        # a copy of the one file, in the sandbox's private folder
+            self.copy, self.inside = self.space.place(name, self.path.read_bytes())
+            sys_path = None               # the sandbox's own: its environment, nothing of the grader's
+        else:
+            self.copy, self.inside = self.path, str(self.path)
+            sys_path = [os.path.abspath(p) for p in sys.path]
         self.timeout = timeout
         self.timer = threading.Timer(timeout, self._expire)
         self.timer.daemon = True
         self.timer.start()
-        request = {"op": "load", "name": name, "path": str(self.path), "memory": self.memory_mb,
-                   "sys_path": [os.path.abspath(p) for p in sys.path], "trace": self.trace_path,
-                   "timeout": timeout}
+        request = {"op": "load", "name": name, "path": self.inside, "memory": self.memory_mb,
+                   "sys_path": sys_path, "trace": self.trace_inside, "timeout": timeout,
+                   "confined": self.space is not None}
         answer, _ = self._request(request, [], f"the import of {self.path.name}")
         if "load_error" in answer:
             raise LoadError(str(answer["load_error"])[:MAX_MESSAGE])
@@ -185,6 +210,8 @@ class Worker:
             self.kill()
             code = self.proc.wait()
         where, exit_call = self._where()
+        if self.space is not None and code > 128 and exit_call is None:
+            code = 128 - code          # bwrap passes a signal's end on as the shell does: 128 + its number
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
             return WorkerGone(f"the checker's worker process crashed with {_SIGNALS.get(name, name)} "
@@ -201,8 +228,8 @@ class Worker:
         exits = re.findall(r"^os\._exit\((.{0,40})\)$", text, re.M)
         last = text.rsplit("(most recent call first):", 1)[-1]
         for file, line in re.findall(r'^\s*File "(.*)", line (\d+)', last, re.M):
-            if self.path is not None and Path(file) == self.path:
-                code = linecache.getline(str(self.path), int(line)).strip()
+            if self.inside is not None and file == self.inside:
+                code = linecache.getline(str(self.copy), int(line)).strip()
                 return (f"  (at {self.path.name} line {line}{' : ' + code if code else ''})",
                         f"os._exit({exits[-1]})" if exits else None)
         return "", (f"os._exit({exits[-1]})" if exits else None)
@@ -233,10 +260,14 @@ class Worker:
                 stream.close()
             except OSError:
                 pass
-        try:
-            os.unlink(self.trace_path)
-        except OSError:
-            pass
+        if self.space is not None:
+            shutil.rmtree(self.space.root, ignore_errors=True)
+            self.space.remove_cgroup()
+        else:
+            try:
+                os.unlink(self.trace_path)
+            except OSError:
+                pass
 
 
 def _list(value) -> list:
@@ -284,7 +315,8 @@ def source_file(name: str, source: str = "stubs") -> Path:
 
 
 def check_isolated(name: str, source: str = "stubs", timeout: float = DEFAULT_TIMEOUT,
-                   memory_mb: float = DEFAULT_MEMORY_MB, worker: Worker | None = None):
+                   memory_mb: float = DEFAULT_MEMORY_MB, worker: Worker | None = None,
+                   confine: Confinement | None = None):
     """Check exercise ``name`` with the student's code in a worker process; return the ``Report``.
 
     worker: one started in advance (``check all`` starts the next exercise's
@@ -296,7 +328,7 @@ def check_isolated(name: str, source: str = "stubs", timeout: float = DEFAULT_TI
     report = None
     try:
         path = source_file(name, source)
-        worker = worker or Worker(memory_mb)
+        worker = worker or Worker(memory_mb, confine)
         report = run_check(name, worker.load(name, path, timeout))
     except LoadError as exc:
         report = Report(name)

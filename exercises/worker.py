@@ -34,6 +34,9 @@ from .protocol import read_frame, write_frame
 
 _SCALARS = frozenset((type(None), bool, int, float, str))
 
+FILE_BYTES = 16 << 20                 # the largest file the student's code may write
+OPEN_FILES = 256
+PROCESSES = 64                        # threads count too: NumPy's, the worker's own two (confine.PROCESSES)
 _REAL_EXIT = os._exit                 # the worker's own exit, whatever the student's code does to os
 
 
@@ -89,8 +92,9 @@ class _Worker:
 
     def load(self, req, dec, enc) -> dict:
         self.path = Path(req["path"])
-        sys.path[:] = [str(p) for p in req["sys_path"]]
-        _limit(req["memory"], req["timeout"])
+        if req["sys_path"] is not None:
+            sys.path[:] = [str(p) for p in req["sys_path"]]
+        _limit(req["memory"], req["timeout"], bool(req.get("confined")))
         _watch(req["trace"], req["timeout"])
         module, loader = source_module(f"_exercise_{req['name']}", self.path)
         try:
@@ -223,18 +227,29 @@ def _parameters(func):
         return None
 
 
-def _limit(megabytes, seconds) -> None:
-    """Cap the worker's address space and CPU time, where the platform can (the address space on
-    Linux, not on macOS or Windows).  The checker enforces the time itself; the CPU limit only ends
-    a worker whose checker is gone."""
+def _limit(megabytes, seconds, confined=False) -> None:
+    """Cap the worker's address space, CPU time, file size and open files, where the platform can
+    (all of them on Linux; macOS keeps no address-space limit, Windows none), soft and hard alike,
+    so that the student's code cannot raise them again.  In a sandbox (``confine.py``), processes
+    too: they are counted for the sandbox's own user, so a fork bomb ends there.  The checker
+    enforces the time itself; the CPU limit only ends a worker whose checker is gone."""
     try:
         import resource
     except ImportError:
         return
-    for which, value in ((resource.RLIMIT_AS, int(megabytes) << 20), (resource.RLIMIT_CPU, int(seconds) + 15)):
+    cpu = int(seconds) + 15
+    limits = [(resource.RLIMIT_AS, int(megabytes) << 20, int(megabytes) << 20),
+              (resource.RLIMIT_CPU, cpu, cpu + 5),           # SIGXCPU at the soft one, SIGKILL at the hard
+              (resource.RLIMIT_FSIZE, FILE_BYTES, FILE_BYTES),
+              (resource.RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES)]
+    if confined:
+        limits.append((resource.RLIMIT_NPROC, PROCESSES, PROCESSES))
+    for which, soft, hard in limits:
         try:
-            soft, hard = resource.getrlimit(which)
-            resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+            _, old_hard = resource.getrlimit(which)
+            if old_hard != resource.RLIM_INFINITY:
+                soft, hard = min(soft, old_hard), min(hard, old_hard)
+            resource.setrlimit(which, (soft, hard))
         except (ValueError, OSError, TypeError):
             pass
 

@@ -20,6 +20,7 @@ from exercises import EXERCISES  # noqa: E402
 from exercises.checks import run_check  # noqa: E402
 from exercises.cli import load_module  # noqa: E402
 from exercises.sandbox import check_isolated  # noqa: E402
+from exercises.confine import Confinement, Unavailable  # noqa: E402
 from exercises.codec import Decoder, Encoder  # noqa: E402
 from exercises.protocol import ProtocolError  # noqa: E402
 
@@ -28,6 +29,11 @@ STUBS = ROOT / "exercises" / "stubs"
 GELU = (SOLUTIONS / "gelu.py").read_text()
 HEADER = "def gelu_forward(x):\n"
 POSIX = os.name == "posix"
+try:                            # grading a class: in the sandbox where one can be made (test_grader_sandbox.py)
+    Confinement.find()
+    SANDBOX = []
+except Unavailable:
+    SANDBOX = ["--no-sandbox"]
 
 
 def gelu_with(first_line: str, imports: str = "", source: str = GELU) -> str:
@@ -240,7 +246,7 @@ def _submissions(root: Path) -> dict:
         "segfault": (gelu_with("ctypes.string_at(0)", "import ctypes\n")[0], softmax, "fail", "pass"),
         "os._exit": (gelu_with("os._exit(0)", "import os\n")[0], no_sum, "fail", "fail"),
         "rewrites the verdict": ('import exercises.harness as h; h.Report.passed = property(lambda s: True)\n'
-                                 + stub_gelu, stub_softmax, "todo", "todo"),
+                                 + stub_gelu, stub_softmax, "todo" if SANDBOX else "fail", "todo"),
         "sys.exit(0)": (gelu_with("sys.exit(0)", "import sys\n")[0], softmax, "fail", "pass"),
         "patches numpy": ("import numpy as np\nnp.max = lambda *a, **k: 0.0\n" + tanh, softmax, "fail", "pass"),
         "stubs": (stub_gelu, stub_softmax, "todo", "todo"),
@@ -273,7 +279,7 @@ def test_grade_a_class(tmp_path):
     assert len(expected) >= 30
     start = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "exercises", "grade", str(subs), "--out", str(out),
-                          "--exercises", "gelu,softmax", "--timeout", "5", "--jobs", "2"],
+                          "--exercises", "gelu,softmax", "--timeout", "5", "--jobs", "2", *SANDBOX],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - start
     print(f"\ngrade: {len(expected)} students x 2 exercises in {wall:.1f} s with 2 jobs")
@@ -283,7 +289,8 @@ def test_grade_a_class(tmp_path):
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 * len(expected)
-    assert set(rows[0]) == {"student", "exercise", "verdict", "first_fail", "hint", "seconds", "file"}
+    assert set(rows[0]) == {"student", "exercise", "verdict", "first_fail", "hint", "seconds", "file", "isolation"}
+    assert {r["isolation"] for r in rows} == {"none" if SANDBOX else "sandbox"}
     got = {(r["student"], r["exercise"]): r for r in rows}
     for student, verdicts in expected.items():
         for name, verdict in verdicts.items():
@@ -294,6 +301,8 @@ def test_grade_a_class(tmp_path):
     assert "tanh approximation" in got["wrong_gelu_0", "gelu"]["hint"]
     assert "tanh approximation" in got["patches_numpy_0", "gelu"]["hint"]
     assert "does not compile" in got["syntax_error_0", "gelu"]["first_fail"]
+    if not SANDBOX:           # in the sandbox the checker's modules are not there to patch
+        assert "No module named 'exercises.harness'" in got["rewrites_the_verdict_0", "gelu"]["first_fail"]
     assert got["only_gelu_1", "gelu"]["file"].endswith(os.path.join("nested", "gelu.py"))
 
     data = json.loads((out / "grades.json").read_text())
@@ -322,7 +331,7 @@ def test_grade_one_submission_for_gradescope(tmp_path):
     sub.mkdir()
     (sub / "gelu.py").write_text(GELU)
     res = subprocess.run([sys.executable, "-m", "exercises", "grade", str(sub), "--single", "--out",
-                          str(tmp_path / "results"), "--exercises", "gelu,adamw"],
+                          str(tmp_path / "results"), "--exercises", "gelu,adamw", *SANDBOX],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     results = json.loads((tmp_path / "results" / "results.json").read_text())
