@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from . import EXERCISES
@@ -92,26 +95,84 @@ def check(names, source="stubs", out=sys.stdout, timeout=DEFAULT_TIMEOUT, memory
     return all(r.passed for r in results)
 
 
+MARKER = ".minibert-student-copy"          # what a student copy holds, so that --force knows one it made
+
+
+class Refusal(Exception):
+    """make-student will not do it; the message says why, in one line."""
+
+
 def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
     """Copy the exercises package to ``target/exercises`` without the instructor files, and the
-    notebooks to ``target/notebooks`` with their exercise cells as stubs (``student_notebooks.py``)."""
-    dest, books = target / "exercises", target / "notebooks"
-    for path in (dest, books):
-        if path.exists():
-            if not force:
-                raise SystemExit(f"{path} exists already; pass --force to replace it")
-            shutil.rmtree(path)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY)
-    shutil.copytree(HERE, dest, ignore=ignore)
-    print(f"student version written to {dest}", file=out)
+    notebooks to ``target/notebooks`` with their exercise cells as stubs (``student_notebooks.py``).
+
+    The copy is written in a folder beside and swapped in only when whole: a failure leaves what was
+    there.  ``force`` replaces a previous student copy, known by its marker file, and nothing else;
+    a ``target`` that is, holds or lies inside the repository is refused.  Raises ``Refusal``."""
+    repo = HERE.parent.resolve()
+    try:
+        where = target.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise Refusal(f"{target} cannot be used: {exc}") from None
+    if where == repo or repo in where.parents or where in repo.parents:
+        raise Refusal(f"{target} {'is' if where == repo else 'lies inside' if repo in where.parents else 'holds'} "
+                      f"the repository {repo}: the student copy goes to a folder of its own, outside it")
+    if where.exists() and not where.is_dir():
+        raise Refusal(f"{target} is a file, not a folder")
+    made = [where / "exercises", where / "notebooks",
+            *(where / d.relative_to(HERE.parent) for d in NOTEBOOK_DATA if d.is_dir())]
+    present = [p for p in made if p.exists() or p.is_symlink()]
+    if present and not force:
+        raise Refusal(f"{present[0]} exists already; pass --force to replace a student copy made here before")
+    if present and not (where / MARKER).is_file():
+        raise Refusal(f"{present[0]} exists, but {target} holds no student copy made by make-student "
+                      f"(no {MARKER} file): --force replaces only such a copy; choose another folder")
+    for path in present:
+        if path.is_symlink():
+            raise Refusal(f"{path} is a symbolic link: --force does not replace links; remove it yourself")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        new = Path(tempfile.mkdtemp(prefix=".student-copy-", dir=where))
+    except OSError as exc:
+        raise Refusal(f"cannot write to {target}: {exc.strerror or exc}") from None
+    try:
+        written, cells = _write_student_copy(new)
+        # whole: swap it in, one folder at a time, each old one moved aside before it is deleted
+        old = new / ".old"
+        old.mkdir()
+        for path in made:
+            part = new / path.relative_to(where)
+            if not part.exists():
+                continue
+            if path.exists():
+                os.replace(path, old / path.name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(part, path)
+        (where / MARKER).write_text("made by python -m exercises make-student; --force replaces it\n")
+    except OSError as exc:
+        raise Refusal(f"cannot write the student copy to {target}: {exc.strerror or exc}"
+                      + (f" ({exc.filename})" if exc.filename else "")) from None
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+    print(f"student version written to {where / 'exercises'}", file=out)
     print(f"  (left out: {', '.join(INSTRUCTOR_ONLY)})", file=out)
-    if NOTEBOOKS.is_dir():
-        written, cells = make_student_notebooks(NOTEBOOKS, books)
-        print(f"notebooks written to {books}: {len(written)} notebooks, {cells} exercise cells as stubs", file=out)
-        for data in NOTEBOOK_DATA:
-            if data.is_dir():
-                shutil.copytree(data, target / data.relative_to(HERE.parent), dirs_exist_ok=True)
+    if written is not None:
+        print(f"notebooks written to {where / 'notebooks'}: {len(written)} notebooks, {cells} exercise cells "
+              "as stubs", file=out)
     print(f"students run, from {target}:  python -m exercises check all", file=out)
+
+
+def _write_student_copy(dest: Path):
+    """The student copy, written into the new folder ``dest``: (notebooks written or None, their cells)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY)
+    shutil.copytree(HERE, dest / "exercises", ignore=ignore)
+    if not NOTEBOOKS.is_dir():
+        return None, 0
+    written, cells = make_student_notebooks(NOTEBOOKS, dest / "notebooks")
+    for data in NOTEBOOK_DATA:
+        if data.is_dir():
+            shutil.copytree(data, dest / data.relative_to(HERE.parent))
+    return written, cells
 
 
 def main(argv=None) -> int:
@@ -130,7 +191,8 @@ def main(argv=None) -> int:
     p_hint.add_argument("level", nargs="?", type=int, default=1, metavar="LEVEL", help="1, 2 or 3 (default 1)")
     p_make = sub.add_parser("make-student", help="copy the exercises without the solutions")
     p_make.add_argument("dir", type=Path)
-    p_make.add_argument("--force", action="store_true", help="replace DIR/exercises and DIR/notebooks if they exist")
+    p_make.add_argument("--force", action="store_true",
+                        help="replace a student copy made in DIR before (known by its marker file)")
     add_grade_parser(sub, _limits)
     args = parser.parse_args(argv)
 
@@ -148,7 +210,11 @@ def main(argv=None) -> int:
             parser.error(str(exc))
         return 0
     if args.command == "make-student":
-        make_student(args.dir, args.force)
+        try:
+            make_student(args.dir, args.force)
+        except Refusal as exc:
+            print(f"python -m exercises make-student: {exc}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "grade":
         return run_grade(args, parser)
@@ -168,8 +234,19 @@ def main(argv=None) -> int:
 
 
 def _limits(p) -> None:
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+    p.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"seconds each exercise may take (default {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--memory-mb", type=float, default=DEFAULT_MEMORY_MB, metavar="MB",
+    p.add_argument("--memory-mb", type=_positive, default=DEFAULT_MEMORY_MB, metavar="MB",
                    help=f"address space of the process that runs the student's code, where the platform "
                         f"can limit it (default {DEFAULT_MEMORY_MB})")
+
+
+def _positive(text: str) -> float:
+    """A limit on the command line: a positive, finite number, or a one-line usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value

@@ -455,3 +455,56 @@ def test_cli_hint_gives_one_tier_at_a_time():
     bad = _run("hint", "layernorm", "4")
     assert bad.returncode == 2 and "hints 1 to 3" in bad.stderr and "Traceback" not in bad.stderr
     assert _run("hint", "nonsense").returncode == 2
+
+
+# ---------------------------------------------------------------- make-student keeps the instructor's files
+def _tree_digest(*folders) -> dict:
+    import hashlib
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in folders for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.mark.parametrize("target", [".", "exercises", "exercises/stubs", ".."], ids=["is", "inside", "deeper", "holds"])
+def test_make_student_refuses_the_repository(target):
+    """--force on the repository, a folder inside it or one that holds it: one line, and not a byte
+    of the solutions, checkers, cases or notebooks changed."""
+    before = _tree_digest(ROOT / "exercises", ROOT / "notebooks")
+    res = _run("make-student", target, "--force", cwd=ROOT)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "repository" in res.stderr, res.stderr
+    assert _tree_digest(ROOT / "exercises", ROOT / "notebooks") == before
+
+
+def test_make_student_force_replaces_only_its_own_copy(tmp_path):
+    copy = tmp_path / "course"
+    assert _run("make-student", str(copy)).returncode == 0
+    assert (copy / ".minibert-student-copy").is_file()
+    (copy / "exercises" / "stubs" / "gelu.py").write_text("# a student's work in progress\n")
+    res = _run("make-student", str(copy))                       # without --force: nothing touched
+    assert res.returncode == 2 and "--force" in res.stderr and "Traceback" not in res.stderr
+    assert (copy / "exercises" / "stubs" / "gelu.py").read_text().startswith("# a student's")
+    assert _run("make-student", str(copy), "--force").returncode == 0
+    assert "raise NotImplementedError" in (copy / "exercises" / "stubs" / "gelu.py").read_text()
+    assert not [p for p in copy.iterdir() if p.name.startswith(".student-copy-")]   # nothing left beside
+
+    other = tmp_path / "someone_elses"                          # not a copy it made: refused
+    (other / "exercises").mkdir(parents=True)
+    (other / "exercises" / "mine.txt").write_text("keep me")
+    res = _run("make-student", str(other), "--force")
+    assert res.returncode == 2 and "no student copy made by make-student" in res.stderr
+    assert (other / "exercises" / "mine.txt").read_text() == "keep me"
+
+
+def test_make_student_bad_targets_are_one_line(tmp_path):
+    blocked = tmp_path / "a_file"
+    blocked.write_text("x")
+    linked = tmp_path / "linked"
+    assert _run("make-student", str(linked)).returncode == 0
+    (linked / "notebooks").rename(tmp_path / "nb")
+    (linked / "notebooks").symlink_to(tmp_path / "nb")
+    for target, words in ((blocked, "is a file"), (blocked / "sub", "Not a directory"),
+                          (linked, "is a symbolic link")):
+        res = _run("make-student", str(target), "--force")
+        assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert (tmp_path / "nb").is_dir()
