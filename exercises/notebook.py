@@ -17,11 +17,14 @@ The functions run in this process (a notebook is a self-check, not a grade:
 """
 from __future__ import annotations
 
+import functools
 import sys
 from types import SimpleNamespace
 
 from . import EXERCISES
 from .hints import HINTS, LEVELS
+
+HINT_EXIT = "return the result instead, or raise an exception that says what went wrong"
 
 
 def check(name: str, **functions) -> bool:
@@ -33,6 +36,9 @@ def check(name: str, **functions) -> bool:
     from .cases import TABLES
     from .checks import run_check
 
+    if not isinstance(name, str):
+        raise ValueError(f"check's first argument is an exercise's name, a string as in "
+                         f"check(\"gelu\", gelu_forward=gelu_forward), not {name!r}")
     if name not in EXERCISES:
         raise ValueError(f"no exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
     right = TABLES[name].right
@@ -44,7 +50,7 @@ def check(name: str, **functions) -> bool:
     for key, func in functions.items():
         if not callable(func):
             raise TypeError(f"{key} should be the function you wrote, got a {type(func).__name__}")
-    module = SimpleNamespace(**{**right, **functions})
+    module = SimpleNamespace(**{**right, **{k: _no_exit(f) for k, f in functions.items()}})
     module.__name__ = f"{name} (your {', '.join(functions)})"
     report = run_check(name, module)
     if report.passed:
@@ -56,14 +62,32 @@ def check(name: str, **functions) -> bool:
     return report.passed
 
 
+class ExitCalled(Exception):
+    """sys.exit() (or exit(), quit()) called by the student's function in a notebook's check."""
+
+
+def _no_exit(func):
+    """``func``, with a ``sys.exit()`` inside it turned into an exception the check reports as a
+    FAIL line: a SystemExit would leave ``check`` and stop the notebook's cell."""
+    @functools.wraps(func)
+    def guarded(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except SystemExit as exc:
+            raise ExitCalled(f"sys.exit({exc.code!r}) was called: {HINT_EXIT}") from None
+    return guarded
+
+
 def hint(name: str, level: int = 1, out=None) -> None:
     """Print exercise ``name``'s hint of ``level``: 1 the idea, 2 the shapes, 3 the formula."""
     out = out or sys.stdout
-    if name not in HINTS:
+    if not isinstance(name, str) or name not in HINTS:
         raise ValueError(f"no hints for {name!r}; exercises with hints: {', '.join(HINTS)}")
     tiers = HINTS[name]
-    if not 1 <= level <= len(tiers):
-        raise ValueError(f"{name} has hints 1 to {len(tiers)} ({', '.join(LEVELS[:len(tiers)])}), not {level}")
+    if isinstance(level, str) and level.strip().isdigit():
+        level = int(level)                 # hint("gelu", "2"), as typed on a command line
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(tiers):
+        raise ValueError(f"{name} has hints 1 to {len(tiers)} ({', '.join(LEVELS[:len(tiers)])}), not {level!r}")
     print(f"{name}, hint {level} of {len(tiers)} ({LEVELS[level - 1]}):", file=out)
     print(tiers[level - 1], file=out)
     if level < len(tiers):

@@ -48,9 +48,11 @@ def synchronized(monkeypatch, on_gpu_stand_in):
 
 def test_notebook_7_sweeps_a_gpu(synchronized):
     import minibert as mb
+    from minibert.model.flops import step_flops
     from minibert.optim import AdamW
-    g = functions("07_gpu_with_cupy.ipynb", ["sync", "time_step", "step_flops", "peak_flops"],
-                  dict(mb=mb, AdamW=AdamW, np=np, time=time, get_xp=lambda device: device_numpy()))
+    g = functions("07_gpu_with_cupy.ipynb", ["sync", "time_step", "peak_flops"],
+                  dict(mb=mb, AdamW=AdamW, np=np, time=time, step_flops=step_flops,
+                       get_xp=lambda device: device_numpy()))
     seconds, flops = g["time_step"]("tiny", "cuda", B=2, T=16, repeats=1, vocab_size=2000)
     cfg = mb.BertConfig.from_preset("tiny", vocab_size=2000)
     assert seconds > 0 and flops > g["step_flops"](cfg, 2, 16, 0)       # (labelled positions add to it)
