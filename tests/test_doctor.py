@@ -293,3 +293,59 @@ def test_the_committed_runs_are_small_and_listed():
     listed = (FIXTURES / "README.md").read_text(encoding="utf-8")
     assert {p.parent.name for p in FIXTURES.glob("*/run.json")} == set(EXPECTED)
     assert all(f"`{case}`" in listed for case in EXPECTED)
+
+
+def _edit_line(folder, n, change):
+    """Record n (1-based) of metrics.jsonl changed by ``change(record)``, the rest as they were."""
+    lines = (folder / "metrics.jsonl").read_text().splitlines()
+    record = json.loads(lines[n - 1])
+    change(record)
+    lines[n - 1] = json.dumps(record)
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _edit_run(folder, change):
+    info = json.loads((folder / "run.json").read_text())
+    change(info)
+    (folder / "run.json").write_text(json.dumps(info))
+
+
+def _first(folder, kind):
+    lines = (folder / "metrics.jsonl").read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if json.loads(line)["kind"] == kind)
+
+
+@pytest.mark.parametrize("damage,said", [
+    (lambda f: _edit_line(f, _first(f, "train"), lambda r: r.update(tokens_per_s=float("inf"))),
+     "'tokens_per_s' is out of range (inf"),
+    (lambda f: _edit_line(f, _first(f, "train"), lambda r: r.pop("tokens_per_s")), "'tokens_per_s' is missing"),
+    (lambda f: _edit_line(f, _first(f, "eval"), lambda r: r.pop("unigram_baseline")), "'unigram_baseline' is missing"),
+    (lambda f: _edit_run(f, lambda i: i["args"].update(batch_size=0)), "'batch_size' is out of range (0"),
+    (lambda f: _edit_run(f, lambda i: i["model"].pop("intermediate_size")), "'intermediate_size' is missing"),
+    (lambda f: _edit_run(f, lambda i: i["data"].update(train_tokens=float("inf"))), "'train_tokens' is out of range"),
+    (lambda f: _edit_line(f, _first(f, "train"), lambda r: r.update(step=-5)), "'step' is out of range (-5"),
+    (lambda f: _edit_line(f, _first(f, "train"), lambda r: r.update(step=10 ** 18)), "'step' is out of range (1000000"),
+    (lambda f: _edit_line(f, _first(f, "train"), lambda r: r.update(lr="fast")), "'lr' is not a number"),
+], ids=["tokens inf", "no tokens_per_s", "no unigram_baseline", "batch_size 0", "no intermediate_size",
+        "train_tokens inf", "step -5", "step 1e18", "lr a string"])
+def test_a_damaged_record_is_one_line_naming_file_line_and_field(tmp_path, capsys, damage, said):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "healthy", run)
+    damage(run)
+    assert main(["doctor", str(run), "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err and "damaged" in err and "Traceback" not in err, err
+    assert str(run) in err
+
+
+def test_nan_losses_are_a_stability_problem(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "healthy", run)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    trains = [n for n, line in enumerate(lines, 1) if json.loads(line)["kind"] == "train"]
+    for n in trains[len(trains) // 2:]:
+        _edit_line(run, n, lambda r: r.update(loss=float("nan"), mlm_loss=float("nan")))
+    result = diagnose(run, plot=False, measure=False)
+    stability = next(c for c in result.checks if c.name.startswith("stability"))
+    assert stability.verdict == "problem" and "nan" in stability.evidence.lower(), stability
+    assert result.status == 1

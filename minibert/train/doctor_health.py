@@ -23,6 +23,15 @@ def check_stability(log: RunLog) -> Check:
         return Check(name, EARLY, f"{len(log.train)} train records; the check needs 5")
     loss = np.array([r["loss"] for r in log.train], dtype=float)
     steps = [r["step"] for r in log.train]
+    broken = [r for r in log.train if not all(math.isfinite(r.get(k, 0.0)) for k in ("loss", "mlm_loss"))]
+    if broken:
+        # a loss that is NaN or infinite: the weights themselves hold NaN or inf from that step on
+        first = broken[0]
+        return Check(name, PROBLEM, f"the training loss is {first['loss']} at step {first['step']:,} "
+                     f"({len(broken)} of {len(log.train)} records not finite): the run diverged, or its "
+                     "numbers overflowed", "lower the peak --lr, lengthen --warmup, keep gradient clipping "
+                     "(--max-grad-norm 1); in mixed precision, check the loss scaling",
+                     dict(first_not_finite_step=first["step"], records_not_finite=len(broken)))
     lowest = np.minimum.accumulate(loss)
     jumps = loss[1:] - lowest[:-1]             # each record against the lowest loss before it
     at = int(np.argmax(jumps))

@@ -27,6 +27,11 @@ class NotARun(ValueError):
     """The folder given is not a minibert run (no ``run.json``, or files no run wrote)."""
 
 
+class DamagedRun(NotARun):
+    """A run folder whose records were edited by hand or damaged: a field missing, of the wrong type,
+    or out of range.  The message names the file, the line and the field."""
+
+
 @dataclass
 class RunLog:
     path: Path
@@ -115,6 +120,7 @@ def read_run(path, recompute: bool = True) -> RunLog:
         history = read_history(folder / METRICS_NAME, upto=math.inf, log=lambda note: None)
     except ValueError as exc:
         raise NotARun(str(exc).replace("; it cannot be resumed from", "")) from None
+    _check_records(folder, info)
     log = RunLog(folder, info["args"], info.get("data"), info.get("model"),
                  [r for r in history if r["kind"] == "train"], [r for r in history if r["kind"] == "eval"])
     if not history:
@@ -150,3 +156,83 @@ def _recompute_facts(log: RunLog) -> None:
     except Exception as exc:        # whatever stops the corpus from being read: the checks say what they lack
         log.notes.append(f"{RUN_NAME} predates the data facts minibert now records, and they could not be "
                          f"computed again ({exc}): the checks that need them say so")
+
+
+# ------------------------------------------------------------------------------ damaged records
+# what every run writes, and what each value may be: "count" an int >= 0, "positive" an int >= 1,
+# "rate" a finite number >= 0, "share" one in [0, 1], "loss" any number (a diverged run logs inf or
+# NaN, which the stability check reads as such), "flag" true or false
+_ARGS = {"steps": "positive", "batch_size": "positive", "accum": "positive", "seq_len": "positive",
+         "warmup": "count", "lr": "rate", "log_every": "positive", "eval_every": "count",
+         "mixed_precision": "flag"}
+_DATA = {"vocab_size": "positive", "documents": "count", "distinct_documents": "count",
+         "train_documents": "count", "heldout_documents": "count", "heldout_seen_in_training": "count",
+         "train_instances": "count", "train_tokens": "count", "not_next_share": "share",
+         "unigram_baseline": "rate"}
+_MODEL = {"vocab_size": "positive", "hidden_size": "positive", "num_hidden_layers": "positive",
+          "num_attention_heads": "positive", "intermediate_size": "positive",
+          "max_position_embeddings": "positive", "type_vocab_size": "positive", "parameters": "count"}
+_MODEL_NEEDED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+_RECORD = {"mlm_loss": "loss", "nsp_loss": "loss", "loss": "loss", "mlm_acc": "share", "nsp_acc": "share",
+           "nsp_majority": "share", "lr": "rate", "grad_norm": "loss", "tokens_per_s": "rate",
+           "data_wait": "share", "n_pairs": "count", "n_masked": "count", "unigram_baseline": "rate",
+           "loss_scale": "rate", "skipped_steps": "count"}
+_NEEDED = {"train": ("mlm_loss", "loss", "lr", "tokens_per_s"), "eval": ("mlm_loss", "unigram_baseline")}
+
+
+def _bad_value(value, kind: str) -> str | None:
+    """Why ``value`` is not a ``kind``, or None when it is one."""
+    if kind == "flag":
+        return None if isinstance(value, bool) else "is not true or false"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not a number"
+    if kind in ("count", "positive"):
+        low = 1 if kind == "positive" else 0
+        if not (math.isfinite(value) and low <= value <= 10 ** 15):
+            return f"is out of range ({value!r}; a whole number from {low} up)"
+        return None if value == int(value) else f"is not a whole number ({value!r})"
+    if kind == "loss":
+        return None
+    if not math.isfinite(value) or value < 0 or (kind == "share" and value > 1):
+        return f"is out of range ({value!r}; {'from 0 to 1' if kind == 'share' else 'a finite number from 0 up'})"
+    return None
+
+
+def _check_fields(where: str, values: dict, kinds: dict, needed=()) -> None:
+    for key in needed:
+        if values.get(key) is None:
+            raise DamagedRun(f"{where}: the field {key!r} is missing: the record is damaged "
+                             "(edited by hand, or not written by minibert)")
+    for key, kind in kinds.items():
+        if values.get(key) is not None:
+            why = _bad_value(values[key], kind)
+            if why:
+                raise DamagedRun(f"{where}: the field {key!r} {why}: the record is damaged")
+
+
+def _check_records(folder: Path, info: dict) -> None:
+    """``DamagedRun`` (one line: the file, the line, the field) for the first record no run writes."""
+    run_json = folder / RUN_NAME
+    _check_fields(f"{run_json}, \"args\"", info["args"], _ARGS)
+    if info.get("data") is not None:
+        _check_fields(f"{run_json}, \"data\"", info["data"], _DATA)
+    if info.get("model") is not None:
+        _check_fields(f"{run_json}, \"model\"", info["model"], _MODEL, _MODEL_NEEDED)
+    steps = info["args"].get("steps")
+    path = folder / METRICS_NAME
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for n, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue                      # read_history has said what it makes of such a line
+        if not isinstance(record, dict) or record.get("kind") not in _NEEDED:
+            continue
+        where = f"{path}, line {n}"
+        step = record.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or (steps is not None and step > steps):
+            raise DamagedRun(f"{where}: the field 'step' is out of range ({step!r}; the run has "
+                             f"{steps if steps is not None else 'an unknown number of'} steps): the record is damaged")
+        _check_fields(where, record, _RECORD, _NEEDED[record["kind"]])
