@@ -29,6 +29,8 @@ from exercises.confine import Confinement, Unavailable  # noqa: E402
 
 SOLUTIONS = ROOT / "exercises" / "solutions"
 GELU, SOFTMAX = (SOLUTIONS / "gelu.py").read_text(), (SOLUTIONS / "softmax.py").read_text()
+# the innocent students, graded before and after the attackers (a class is graded in name order)
+INNOCENT = [f"{'a' if i < 4 else 'z'}_innocent_{i}" for i in range(8)]
 SECRET = "tok-3f9a1c77e2"                     # an access token the lecturer has exported
 MARK = "mbforge"                              # what the forger calls its processes (/proc/PID/comm)
 
@@ -87,9 +89,9 @@ def _forge():
         time.sleep(0.3)
         path = os.path.join(out, "grades.csv")
         text = open(path).read()
-        text = text.replace("forger,gelu,fail", "forger,gelu,pass").replace("innocent_0,gelu,pass", "innocent_0,gelu,fail")
+        text = text.replace("forger,gelu,fail", "forger,gelu,pass").replace("a_innocent_0,gelu,pass", "a_innocent_0,gelu,fail")
         open(path, "w").write(text)
-        for name, score in (("forger", 2.0), ("innocent_0", 0.0)):
+        for name, score in (("forger", 2.0), ("a_innocent_0", 0.0)):
             with open(os.path.join(out, "gradescope", name, "results.json"), "w") as f:
                 f.write('{"score": %s, "tests": []}' % score)
     os._exit(0)
@@ -102,7 +104,7 @@ def gelu_forward(x):
 WRITER = '''
 import os
 _here = os.path.dirname(os.path.abspath(__file__))
-for _victim in ("innocent_1", "innocent_2"):
+for _victim in ("a_innocent_1", "a_innocent_2"):
     try:
         with open(os.path.join(_here, "..", _victim, "softmax.py"), "w") as f:
             f.write("def softmax_forward(x):\\n    raise NotImplementedError\\n")
@@ -112,11 +114,15 @@ for _victim in ("innocent_1", "innocent_2"):
 
 SIGNALLER = FIND_GRADER + '''
 def _strike(sig):
-    for pid in _workers():
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
+    # for 3 s, every worker that appears: the one checking a classmate, the spare started for the next
+    end = time.time() + 3
+    while time.time() < end:
+        for pid in _workers():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        time.sleep(0.02)
 ''' + GELU
 
 PARENT = '''
@@ -190,7 +196,7 @@ for _where in ("/tmp/fill", "fill"):
 COPY_CLASSMATE = '''
 import os
 _here = os.path.dirname(os.path.abspath(__file__))
-exec(open(os.path.join(_here, "..", "innocent_3", "gelu.py")).read())
+exec(open(os.path.join(_here, "..", "a_innocent_3", "gelu.py")).read())
 '''
 COPY_SOLUTION = "exec(open(@PATH@).read())\n"
 IMPORT_SOLUTION = "from exercises.solutions.gelu import *\n"
@@ -199,7 +205,7 @@ IMPORT_TABLE = "from exercises.cases.@NAME@ import TABLE\nglobals().update(TABLE
 
 def _class(root: Path) -> dict:
     """The class: {student: {exercise: text}} written under ``root``; innocent_* are right answers."""
-    students = {f"innocent_{i}": {"gelu": GELU, "softmax": SOFTMAX} for i in range(8)}
+    students = {name: {"gelu": GELU, "softmax": SOFTMAX} for name in INNOCENT}
     students.update({
         "forger": {"gelu": FORGER},
         "writer": {"gelu": WRITER},
@@ -223,9 +229,9 @@ def _class(root: Path) -> dict:
             (root / student / f"{name}.py").write_text(text)
     # symbolic links: to a classmate's file, to the solutions, and a student folder that is one
     (root / "linker").mkdir()
-    (root / "linker" / "gelu.py").symlink_to(root / "innocent_4" / "gelu.py")
+    (root / "linker" / "gelu.py").symlink_to(root / "z_innocent_4" / "gelu.py")
     (root / "linker" / "softmax.py").symlink_to(SOLUTIONS / "softmax.py")
-    (root / "folder_linker").symlink_to(root / "innocent_5")
+    (root / "folder_linker").symlink_to(root / "z_innocent_5")
     # a folder whose name is not UTF-8, and a folder where a file belongs
     odd = os.path.join(os.fsencode(root / "odd_name"), b"sub\xff")
     os.makedirs(odd)
@@ -287,10 +293,10 @@ def graded(tmp_path_factory):
 
 
 def _innocent_rows_right(g):
-    for i in range(8):
+    for student in INNOCENT:
         for name in ("gelu", "softmax"):
-            row = g["rows"].get((f"innocent_{i}", name))
-            assert row is not None and row["verdict"] == "pass", (i, name, row)
+            row = g["rows"].get((student, name))
+            assert row is not None and row["verdict"] == "pass", (student, name, row)
 
 
 def _whole(g):
@@ -318,7 +324,7 @@ def test_the_class_is_graded_whole_with_every_attacker_in_it(graded):
 def test_a_forger_waiting_for_the_grader_to_exit_changes_nothing(graded):
     assert graded["leftovers"] == [], "a student's process outlived the check"
     assert graded["rows"]["forger", "gelu"]["verdict"] == "todo"
-    assert graded["rows"]["innocent_0", "gelu"]["verdict"] == "pass"
+    assert graded["rows"]["a_innocent_0", "gelu"]["verdict"] == "pass"
     assert graded["after"] == graded["at_exit"]
     results = json.loads((graded["out"] / "gradescope" / "forger" / "results.json").read_text())
     assert results["score"] == 0.0
@@ -326,7 +332,7 @@ def test_a_forger_waiting_for_the_grader_to_exit_changes_nothing(graded):
 
 def test_a_writer_cannot_change_a_classmates_file(graded):
     assert graded["files_after"] == graded["before"]
-    for victim in ("innocent_1", "innocent_2"):
+    for victim in ("a_innocent_1", "a_innocent_2"):
         assert graded["rows"][victim, "softmax"]["verdict"] == "pass"
     assert graded["rows"]["writer", "gelu"]["verdict"] == "pass"          # its own code is right
 
