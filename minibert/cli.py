@@ -95,7 +95,7 @@ def _pretrain_parser(sub):
     g.add_argument("--heldout-fraction", type=float, default=d.heldout_fraction,
                    help="share of the documents held out for evaluation (default: %(default)s)")
     g.add_argument("--eval-instances", type=int, default=d.eval_instances,
-                   help="held-out instances per evaluation, balanced IsNext/NotNext (default: %(default)s)")
+                   help="held-out instances per evaluation; with NSP, half IsNext, half NotNext (default: %(default)s)")
     g.add_argument("--save-every", type=int, default=d.save_every, help="(default: %(default)s)")
     g.add_argument("--log-every", type=int, default=d.log_every, help="(default: %(default)s)")
     g.add_argument("--keep", type=int, default=d.keep, help="checkpoints kept (default: %(default)s)")

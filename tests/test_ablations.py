@@ -166,6 +166,26 @@ def test_no_nsp_run_trains_mlm_alone_and_exports_a_model_transformers_loads(corp
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
 
 
+def test_no_nsp_messages_never_speak_of_nsp_pairs(corpus_file, tmp_path, capsys):
+    # --eval-instances 1 was refused for want of "one IsNext and one NotNext pair", and the doctor
+    # advised a --dupe-factor by how often "each pair" came back
+    short = [d for d in corpus_file.read_text().split("\n\n") if d.count("\n") < 10][:6]
+    (tmp_path / "six.txt").write_text("\n\n".join(short) + "\n")
+    out = tmp_path / "r"
+    # 50 steps of 16 sequences go over the 34 training sequences about 24 times: the doctor advises
+    code = main(["pretrain", "--corpus", str(tmp_path / "six.txt"), "--out", str(out), "--vocab-size", "150",
+                 "--steps", "50", "--batch-size", "16", "--seq-len", "32", "--warmup", "0", "--eval-every", "50",
+                 "--save-every", "50", "--eval-instances", "1", "--no-progress", "--no-plot", "--no-nsp"])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    assert "IsNext" not in said.out + said.err and "NotNext" not in said.out + said.err, said
+    assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["n_masked"] > 0
+    pairs = {c.name: c for c in diagnose(out, plot=False, measure=False).checks}[
+        "repeated pairs: --dupe-factor against the steps"]
+    assert pairs.verdict == "warning" and "each sequence then comes back" in pairs.advice, pairs
+    assert "pair" not in pairs.evidence + pairs.advice, pairs
+
+
 # ------------------------------------------------------------------ the masking flags
 def _predicted(batch):
     return batch["mlm_labels"] != IGNORE_INDEX
@@ -227,6 +247,18 @@ def test_dropout_sets_both_probabilities_of_the_run_model(corpus_file, tmp_path)
     default = pretrain(small_args(corpus_file, tmp_path / "d", steps=2), log=quiet).model
     assert default.config.hidden_dropout_prob == 0.1
     assert not np.array_equal(*(default.forward(ids, train=True).mlm_logits for _ in range(2)))
+
+
+def test_a_dropout_near_1_is_named_when_the_run_diverges(corpus_file, tmp_path, capsys):
+    # it said "Try a lower --lr": at step 1, before any update, the learning rate has done nothing
+    code = main(["pretrain", "--corpus", str(corpus_file), "--out", str(tmp_path / "r"), "--vocab-size", "400",
+                 "--steps", "2", "--batch-size", "4", "--seq-len", "32", "--warmup", "0", "--eval-instances", "8",
+                 "--no-progress", "--no-plot", "--dropout", "0.999999"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("minibert pretrain: error: step 1: ") and "--lr" not in err, err
+    assert err.endswith("The likely cause is the dropout rate 0.999999: it keeps one activation in 1,000,000 "
+                        "and multiplies it by 1,000,000; try a lower --dropout (BERT's is 0.1)."), err
 
 
 # ------------------------------------------------------------------ --pre-ln
@@ -316,6 +348,19 @@ def test_pre_ln_run_resumes_exactly_and_is_not_exported(corpus_file, tmp_path):
     post = pretrain(small_args(corpus_file, tmp_path / "post", steps=2, warmup=0), log=quiet)
     assert train_losses(tmp_path / "post")[0] != train_losses(tmp_path / "once")[0]
     assert Path(post.out, "model", "config.json").is_file()
+
+
+def test_fill_mask_on_a_finished_pre_ln_run_says_it_has_no_model(corpus_file, tmp_path, capsys):
+    # it said the model would be "written when the run finishes", of a finished run
+    run = tmp_path / "r"
+    pretrain(small_args(corpus_file, run, pre_ln=True, steps=2, warmup=0), log=quiet)
+    for folder in (run, run / "model"):
+        code = main(["fill-mask", str(folder), "the [MASK] returns a value ."])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert err == (f"minibert fill-mask: error: {run} is the folder of a --pre-ln run, which has no model "
+                       f"folder even when finished: {PRE_LN_EXPORT}. Its weights are only in its checkpoints; "
+                       f"for fill-mask, train without --pre-ln"), err
 
 
 # ------------------------------------------------------------------ the reference results' tool

@@ -1,5 +1,6 @@
 """Smaller hostile cases: train-tokenizer's note and its --out, fill-mask on long text and large
-vocabularies, --vocab naming a folder, forward() without input_ids, --stop-at behind a checkpoint."""
+vocabularies, --vocab naming a folder, forward() without input_ids, --stop-at behind a checkpoint,
+an unknown MINIBERT_ATTENTION."""
 import os
 import re
 import subprocess
@@ -190,3 +191,16 @@ def test_a_folder_where_a_file_belongs_is_called_a_folder(tmp_path):
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 1
     assert f"{tmp_path / 'ex' / 'gelu.py'} is a folder, not a file" in done.stdout
+
+
+def test_an_unknown_minibert_attention_is_named_once():
+    # MINIBERT_ATTENTION=flahs (or Flash) left the fused attention off without a word
+    # read when a GPU model's ops are imported; the CPU imports the module all the same
+    show = "import minibert.accel.cuda.flash as flash; print(flash.ENABLED)"
+    unknown = ("minibert: warning: MINIBERT_ATTENTION='flahs' is not a value it takes: 'flash' (fused attention "
+               "in mixed precision on a GPU) or unset (unfused); using the unfused attention")
+    for value, enabled, said in (("flahs", "False", unknown), ("flash", "True", ""), ("", "False", "")):
+        done = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "MINIBERT_ATTENTION": value})
+        assert done.returncode == 0 and done.stdout.strip() == enabled, done
+        assert done.stderr.strip() == said, done.stderr

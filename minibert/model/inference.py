@@ -1,6 +1,7 @@
 """Using a pre-trained model: the top predictions for each ``[MASK]`` of a text."""
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -9,6 +10,7 @@ import numpy as np
 
 from ..backend import to_numpy
 from ..checks import is_int
+from .hf_io import PRE_LN_EXPORT
 
 # the weights only next sentence prediction uses: a masked-LM checkpoint often lacks them
 NOT_FOR_MLM = ("bert.pooler.", "cls.seq_relationship.")
@@ -40,10 +42,11 @@ def load_for_fill_mask(directory, device="cpu"):
         raise ValueError(f"{d} is a file; give the model's folder (the one holding config.json, "
                          f"model.safetensors and vocab.txt)")
     if not d.is_dir():
+        if d.name == "model" and _is_pre_ln_run(d.parent):
+            raise FileNotFoundError(_no_model_in_run(d.parent))
         raise FileNotFoundError(f"model folder not found: {d}")
     if not (d / "config.json").is_file() and ((d / "run.json").is_file() or (d / "metrics.jsonl").is_file()):
-        raise FileNotFoundError(f"{d} is the folder of a pre-training run; its model is {d / 'model'}, "
-                                f"written when the run finishes")
+        raise FileNotFoundError(_no_model_in_run(d))
     if not (d / "vocab.txt").is_file():
         what = "is a folder, not a file" if (d / "vocab.txt").is_dir() else "not found"
         raise FileNotFoundError(f"{d / 'vocab.txt'} {what}: fill-mask needs the model's vocabulary beside it")
@@ -60,6 +63,26 @@ def load_for_fill_mask(directory, device="cpu"):
     parts = [f"has no {name_list(missing)} (fill-mask does not use them)"] if missing else []
     parts += [f"holds weights fill-mask does not use: {name_list(unexpected)}"] if unexpected else []
     return model, tokenizer, (f"note: {d} " + "; ".join(parts)) if parts else None
+
+
+def _is_pre_ln_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a pre-training run started with --pre-ln (its run.json says so)."""
+    try:
+        return json.loads((run_dir / "run.json").read_text())["args"]["pre_ln"] is True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _no_model_in_run(run_dir: Path) -> str:
+    """Why fill-mask finds no model in a pre-training run's folder, and where one is."""
+    if _is_pre_ln_run(run_dir):
+        # not a model still to come: the run's end does not export it either
+        return (f"{run_dir} is the folder of a --pre-ln run, which has no model folder even when finished: "
+                f"{PRE_LN_EXPORT}. Its weights are only in its checkpoints; for fill-mask, train without --pre-ln")
+    if (run_dir / "model" / "config.json").is_file():
+        return f"{run_dir} is the folder of a pre-training run; give its model folder, {run_dir / 'model'}"
+    return (f"{run_dir} is the folder of a pre-training run; its model is {run_dir / 'model'}, "
+            f"written when the run finishes")
 
 
 def fill_mask(model, tokenizer, text: str, top_k: int = 5):

@@ -248,10 +248,11 @@ def check_pairs(log: RunLog) -> Check:
     which of its segments go together.
     """
     name = "repeated pairs: --dupe-factor against the steps"
+    unit = "sequence" if log.arg("no_nsp", False) else "pair"     # --no-nsp: packed sentences, no pairs
     evals = [e for e in log.evals if e["step"] > 0]
     seen, passes = exposure(log, log.step)
     if passes is None:
-        return Check(name, UNCHECKED, "the number of training pairs is not known (see the note above)")
+        return Check(name, UNCHECKED, f"the number of training {unit}s is not known (see the note above)")
     late = log.late(evals[-1]["step"]) if evals else []
     nsp = evals and not log.arg("no_nsp", False)     # --no-nsp: no pairs, only sequences to come back
     train_acc = None if not nsp or _constant_labels(log, nsp_prior(log)[1], {}) else mean(late, "nsp_acc")
@@ -261,7 +262,7 @@ def check_pairs(log: RunLog) -> Check:
     if passes <= 20:
         return Check(name, OK, seen[0].upper() + seen[1:], numbers=numbers)
     dupe = log.arg("dupe_factor", 1)
-    advice = (f"--dupe-factor {math.ceil(dupe * passes / 10)} (each pair then comes back about 10 times in as "
+    advice = (f"--dupe-factor {math.ceil(dupe * passes / 10)} (each {unit} then comes back about 10 times in as "
               f"many steps), or more text")
     # 90% of the training pairs right is beyond any prior a usable corpus has (the NSP check says
     # when a prior is that high), and it is reached by remembering pairs

@@ -7,6 +7,12 @@ from ..backend import on_host, to_numpy
 from ..ops.common import get_array_module
 from .errors import TrainingError
 
+# Dropout at rate p keeps a share 1 - p of the activations and multiplies them by 1/(1 - p). From 0.9 on
+# it keeps one in ten or fewer: the few kept are large, and a token whose features are all dropped reaches
+# LayerNorm as a constant row, whose backward divides by sqrt(eps), eps 1e-12. Near 1 the gradients
+# overflow at the first step, whatever the learning rate, so a divergence there blames the dropout.
+EXTREME_DROPOUT = 0.9
+
 
 class Health:
     """Whether the run has diverged, decided where the numbers are, read where the host looks anyway.
@@ -20,8 +26,9 @@ class Health:
     that overflow float16 even at a loss scale of 1 or less (not an accident of the scale).
     """
 
-    def __init__(self, comm, last_checkpoint):
+    def __init__(self, comm, last_checkpoint, dropout: float = 0.0):
         self.comm, self.last_checkpoint = comm, last_checkpoint
+        self.dropout = dropout   # the model's highest dropout rate, named by the error when extreme
         self.first = None        # on a GPU: [step, loss, grad_norm, scale] of the first bad step, 0 for none
 
     def watch(self, step, loss, grad_norm, finite, loss_scale=None) -> None:
@@ -61,10 +68,16 @@ class Health:
         if loss_scale is not None and math.isfinite(loss):
             # the float16 gradients overflow even unscaled
             # (the gradients and the loss are the global ones: every rank of a data-parallel run stops here)
-            return self.comm.agreed(TrainingError(
-                f"step {step}: the gradients overflow float16 even at loss scale {float(loss_scale):g}; stopped "
-                f"without saving. Last good checkpoint: {self.last_checkpoint() or 'none'}. Try a lower --lr, "
-                f"or train without --mixed-precision."))
+            what = f"the gradients overflow float16 even at loss scale {float(loss_scale):g}"
+            advice = "Try a lower --lr, or train without --mixed-precision."
+        else:
+            what = f"the loss is {float(loss)} (gradient norm {float(grad_norm)})"
+            advice = "Try a lower --lr."
+        if self.dropout >= EXTREME_DROPOUT:
+            kept_one_in = 1 / (1 - self.dropout)
+            advice = (f"The likely cause is the dropout rate {self.dropout:g}: it keeps one activation in "
+                      f"{kept_one_in:,.0f} and multiplies it by {kept_one_in:,.0f}; try a lower --dropout "
+                      f"(BERT's is 0.1).")
         return self.comm.agreed(TrainingError(
-            f"step {step}: the loss is {float(loss)} (gradient norm {float(grad_norm)}); stopped without "
-            f"saving. Last good checkpoint: {self.last_checkpoint() or 'none'}. Try a lower --lr."))
+            f"step {step}: {what}; stopped without saving. Last good checkpoint: "
+            f"{self.last_checkpoint() or 'none'}. {advice}"))

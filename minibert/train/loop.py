@@ -116,7 +116,9 @@ class Run:
     graph: object = None           # --cuda-graph: the step as a CUDA graph (graph_step.py)
 
     def __post_init__(self):
-        self.health = Health(self.comm, lambda: self.last_ckpt)
+        c = self.model.config
+        self.health = Health(self.comm, lambda: self.last_ckpt,
+                             dropout=max(c.hidden_dropout_prob, c.attention_probs_dropout_prob))
 
     def record_eval(self) -> None:
         result = evaluate(self.model, self.eval_batches, self.comm)
