@@ -29,13 +29,17 @@ the reason in one line, and ``grade`` refuses to run unless told
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
+import signal
 import site
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,9 +67,9 @@ class Confinement:
 
     _found: "Confinement | Unavailable | None" = None
 
-    def __init__(self, bwrap: str, python: str, binds: list[str], pids: str | None = None):
+    def __init__(self, bwrap: str, python: str, binds: list[str], cgroups: dict | None = None):
         self.bwrap, self.python, self.binds = bwrap, python, binds
-        self.pids = pids          # a pids cgroup each worker gets a child of (as root), or None
+        self.cgroups = cgroups or {}     # {controller: a cgroup each worker gets a child of} (as root)
 
     # -------------------------------------------------------------------------- making one
     @classmethod
@@ -95,7 +99,7 @@ class Confinement:
             raise Unavailable(f"no sandbox: the Python environment ({exposed[0]}) holds the exercises "
                               f"folder {HERE}, so its solutions could not be hidden; install minibert "
                               "into an environment outside the repository")
-        made = cls(bwrap, python, binds, _pids_cgroup())
+        made = cls(bwrap, python, binds, _cgroups())
         made._try()
         return made
 
@@ -104,7 +108,7 @@ class Confinement:
         """Whether each check's processes are counted: by the worker's RLIMIT_NPROC for an ordinary
         user, by a pids cgroup for root (Linux exempts root's own user from RLIMIT_NPROC, and the
         sandbox's user is the grader's outside it)."""
-        return os.geteuid() != 0 or self.pids is not None
+        return os.geteuid() != 0 or "pids" in self.cgroups
 
     def _try(self) -> None:
         """Start one sandbox that imports NumPy; a failure becomes ``Unavailable`` with bwrap's reason."""
@@ -125,8 +129,9 @@ class Confinement:
             raise Unavailable(f"no sandbox: bwrap failed: {reason[:300]}{hint}")
 
     # -------------------------------------------------------------------------- one worker
-    def command(self, work: "Workspace", python_args: list[str]) -> list[str]:
-        """``bwrap ... python PYTHON_ARGS`` for one worker, whose private folders are ``work``'s."""
+    def command(self, work: "Workspace", python_args: list[str], info_fd: int | None = None) -> list[str]:
+        """``bwrap ... python PYTHON_ARGS`` for one worker, whose private folders are ``work``'s;
+        info_fd: a pipe's end for bwrap's JSON about the sandbox (``Workspace.watch_init``)."""
         argv = [self.bwrap,
                 "--unshare-all", "--unshare-user", "--disable-userns",     # pid, net, ipc, uts, cgroup, user
                 "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL",
@@ -148,48 +153,90 @@ class Confinement:
         for name in WORKER_MODULES:
             argv += ["--ro-bind", str(HERE / name), f"{INSIDE}/exercises/{name}"]
         argv += ["--bind", str(work.trace), f"{INSIDE}/trace.txt",
-                 "--ro-bind", str(work.submission), SUBMISSION, "--chdir", SUBMISSION]
+                 "--ro-bind", str(work.submission), SUBMISSION, "--chdir", SUBMISSION,
+                 # the root and /dev are tmpfs too: read-only, so that no file in them takes memory
+                 "--remount-ro", "/dev", "--remount-ro", "/"]
+        if info_fd is not None:               # bwrap says there the host's PID of the sandbox's init
+            argv += ["--info-fd", str(info_fd)]
         return argv + ["--", self.python, *python_args]
 
 
 class Workspace:
-    """A worker's private folders on the grader's side: the submission (read-only inside) and the trace;
-    as root, its pids cgroup too."""
+    """A worker's private folders on the grader's side: the submission (read-only inside) and the
+    trace; as root, its cgroups (processes and memory of the whole check); and the sandbox's init."""
 
-    def __init__(self, root: Path, pids: str | None = None):
+    def __init__(self, root: Path, cgroups: dict | None = None, memory_mb: float = 2048):
         self.root = root
-        self.cgroup = None
-        if pids is not None:
+        self.cgroups = []
+        for controller, base in (cgroups or {}).items():
             try:
-                self.cgroup = tempfile.mkdtemp(prefix="worker-", dir=pids)
-                Path(self.cgroup, "pids.max").write_text(f"{PROCESSES}\n")
+                made = tempfile.mkdtemp(prefix="worker-", dir=base)
+                self.cgroups.append(made)
+                for name, value in _LIMITS[controller](memory_mb):
+                    if os.path.exists(os.path.join(made, name)):
+                        Path(made, name).write_text(f"{value}\n")
             except OSError:
-                self.remove_cgroup()
+                continue
         self.submission = root / "submission"
         self.submission.mkdir(mode=0o755)
         self.trace = root / "trace.txt"          # the worker's stack dumps: it writes them, the grader reads
         self.trace.touch(mode=0o600)
+        self.init = None                         # a pidfd of the sandbox's init, once bwrap has said it
 
     def enter(self) -> None:
-        """In the worker's process before bwrap starts (``preexec_fn``): join the cgroup, so that
-        bwrap and everything the student's code starts are counted in it."""
-        if self.cgroup is not None:
-            with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
+        """In the worker's process before bwrap starts (``preexec_fn``): join the cgroups, so that
+        bwrap and everything the student's code starts are counted in them."""
+        for cgroup in self.cgroups:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
 
-    def remove_cgroup(self) -> None:
-        """Remove the cgroup once its processes are gone (they die a moment after bwrap)."""
-        if self.cgroup is None:
-            return
-        for _ in range(100):
+    def watch_init(self, info) -> None:
+        """Read bwrap's info (``{"child-pid": N}``) from the pipe ``info`` and hold a pidfd of that
+        process, the sandbox's init: killing it ends every process of the sandbox (a PID namespace
+        ends with its init), even one that has undone ``--die-with-parent`` by ptrace."""
+        def read():
             try:
-                os.rmdir(self.cgroup)
-                break
-            except FileNotFoundError:
-                break
+                with os.fdopen(info, "rb") as f:
+                    pid = json.loads(f.read(4096).decode() or "{}").get("child-pid")
+                if isinstance(pid, int) and hasattr(os, "pidfd_open"):
+                    self.init = os.pidfd_open(pid)
+            except (OSError, ValueError):
+                pass
+        threading.Thread(target=read, daemon=True).start()
+
+    def end(self) -> None:
+        """SIGKILL to the sandbox's init and to whatever is left in its cgroups."""
+        if self.init is not None:
+            try:
+                signal.pidfd_send_signal(self.init, signal.SIGKILL)
             except OSError:
-                time.sleep(0.02)
-        self.cgroup = None
+                pass
+        for cgroup in self.cgroups:
+            try:
+                if os.path.exists(os.path.join(cgroup, "cgroup.kill")):       # cgroup v2
+                    Path(cgroup, "cgroup.kill").write_text("1\n")
+                    continue
+                for pid in Path(cgroup, "cgroup.procs").read_text().split():   # v1: each in turn
+                    os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+    def close(self) -> None:
+        """Remove the cgroups once their processes are gone (a moment after the kill), and the pidfd."""
+        if self.init is not None:
+            os.close(self.init)
+            self.init = None
+        for cgroup in self.cgroups:
+            for _ in range(100):
+                try:
+                    os.rmdir(cgroup)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    self.end()
+                    time.sleep(0.02)
+        self.cgroups = []
 
     def place(self, name: str, data: bytes) -> tuple[Path, str]:
         """Copy the student's file in: (its path here, its path inside the sandbox)."""
@@ -198,23 +245,47 @@ class Workspace:
         return here, f"{SUBMISSION}/{name}.py"
 
 
-def _pids_cgroup() -> str | None:
-    """As root, a pids cgroup of this grading run's own (cgroup v1's pids hierarchy, or v2's root when
-    it offers the pids controller), where each worker's child caps its processes; else None."""
+# each controller's limits on one check, from --memory-mb (cgroup v2 names, then v1's)
+_LIMITS = {"pids": lambda mb: [("pids.max", PROCESSES)],
+           "memory": lambda mb: [("memory.max", int(mb) << 20), ("memory.swap.max", 0),
+                                 ("memory.limit_in_bytes", int(mb) << 20)]}
+
+
+def _cgroups() -> dict:
+    """As root, {controller: a cgroup of this grading run's own} for pids and memory, where each
+    worker's child caps the check's processes and memory; {} for an ordinary user (whose processes
+    RLIMIT_NPROC counts) or where the cgroups cannot be written."""
     if os.geteuid() != 0:
-        return None
-    for base, ready in (("/sys/fs/cgroup/pids", "cgroup.procs"), ("/sys/fs/cgroup", "cgroup.subtree_control")):
+        return {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return {}
+    own = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            own[c] = path
+    found = {}
+    for controller in ("pids", "memory"):
+        if controller in own:                              # cgroup v1: a hierarchy per controller
+            base = f"/sys/fs/cgroup/{controller}{own[controller].rstrip('/')}"
+        elif own.get("") == "/":                           # cgroup v2, from its root
+            try:
+                if controller not in Path("/sys/fs/cgroup/cgroup.subtree_control").read_text().split():
+                    continue
+            except OSError:
+                continue
+            base = "/sys/fs/cgroup"
+        else:
+            continue
         try:
-            if base == "/sys/fs/cgroup" and "pids" not in Path(base, ready).read_text().split():
-                continue
-            if not Path(base, ready).is_file():
-                continue
             made = tempfile.mkdtemp(prefix="minibert-grade-", dir=base)
         except OSError:
             continue
         atexit.register(_remove_tree, made)
-        return made
-    return None
+        found[controller] = made
+    return found
 
 
 def _remove_tree(folder: str) -> None:
@@ -230,6 +301,32 @@ def _remove_tree(folder: str) -> None:
         os.rmdir(folder)
     except OSError:
         pass
+
+
+def read_below(top: Path, path: Path, limit: int) -> bytes:
+    """The bytes of the plain file ``path`` under the folder ``top``, opened one name at a time
+    without following a symbolic link (a link put in place while the class is graded is refused,
+    not followed); OSError with a reason otherwise, ValueError for a file over ``limit`` bytes."""
+    parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(top)).parts
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            fd, old = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd), fd
+            os.close(old)
+        fd, old = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd), fd
+        os.close(old)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{parts[-1]} is not a plain file")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size / 1e6:.1f} MB, over the limit of {limit / 1e6:.1f} MB")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise ValueError(f"over the limit of {limit / 1e6:.1f} MB")
+        return data
+    finally:
+        os.close(fd)
 
 
 def _environment() -> list[str]:

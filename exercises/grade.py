@@ -71,7 +71,7 @@ def find_submissions(root: Path, names: list[str], single: bool = False, skip: P
     loose = re.compile(rf"^(.+?)[ _.-]+({'|'.join(map(re.escape, names))})\.py$")
     for f in sorted(root.iterdir()):
         m = loose.match(f.name)
-        if m and not f.is_dir():
+        if m and not f.is_dir() and not _SKIP.match(m.group(1)):
             files = found.setdefault(shown(m.group(1)), dict.fromkeys(names))
             files[m.group(2)] = files[m.group(2)] or _refusal(f, f.name) or f
     return dict(sorted(found.items()))
@@ -118,11 +118,14 @@ def _refusal(path: Path, relative) -> Refused | None:
 _SPARE = None          # in each pool process: a worker started ahead, for the next task
 
 
-def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, confine=None) -> dict:
+def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, confine=None,
+              top: Path | None = None) -> dict:
     """One row: the verdict of ``path`` for exercise ``name``.  Runs in a pool process.
 
-    confine: the sandbox to run the student's code in (``confine.Confinement``), None for none."""
+    confine: the sandbox to run the student's code in (``confine.Confinement``), None for none;
+    top: the submissions' folder, from which the file is opened a name at a time, no link followed."""
     global _SPARE
+    from .confine import read_below
     from .sandbox import Worker, check_isolated
 
     row = {"student": student, "exercise": name, "file": shown(path or "")}
@@ -133,18 +136,28 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
         return {**row, "file": "", "verdict": "fail", "first_fail": str(path),
                 "hint": f"not checked: submit your code as a plain file named {name}.py",
                 "seconds": 0.0, "report": f"[FAIL] {name}: {path}"}
+    data = None
+    if top is not None:
+        try:
+            data = read_below(top, path, MAX_BYTES)
+        except (OSError, ValueError) as exc:
+            why = (f"{shown(os.path.relpath(path, top))} could not be read as a plain file ({exc}): "
+                   "it changed while the class was graded?")
+            return {**row, "file": "", "verdict": "fail", "first_fail": why, "hint": "",
+                    "seconds": 0.0, "report": f"[FAIL] {name}: {why}"}
     start = time.perf_counter()
     try:
         if _SPARE is None:
             atexit.register(_close_spare)
         worker, _SPARE = (_SPARE or Worker(memory_mb, confine)), Worker(memory_mb, confine)
-        report = check_isolated(name, str(path), timeout, memory_mb, worker=worker)
+        report = check_isolated(name, str(path), timeout, memory_mb, worker=worker, data=data)
     except Exception as exc:      # a bug of the checker's: this row says so, the others go on
         return {**row, "verdict": "error", "first_fail": f"the checker failed: {type(exc).__name__}: {exc}",
                 "hint": "", "seconds": round(time.perf_counter() - start, 3), "report": ""}
     first, hint = report.first_failure or ("", None)
     if report.status == "todo":
         first = next((line.strip()[6:] for line in report.lines if line.startswith("  TODO")), first)
+    first = " ".join(first.split())          # one line: a student's message may hold line breaks
     return {**row, "verdict": report.status, "first_fail": first, "hint": hint or "",
             "seconds": round(time.perf_counter() - start, 3), "report": report.render()}
 
@@ -166,9 +179,10 @@ def _pool_process() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def grade_all(submissions: dict, names, jobs: int, timeout: float, memory_mb: float, confine=None) -> list[dict]:
+def grade_all(submissions: dict, names, jobs: int, timeout: float, memory_mb: float, confine=None,
+              top: Path | None = None) -> list[dict]:
     """Every row, in the order student by student, exercise by exercise; ``jobs`` checks at a time."""
-    tasks = [(s, n, files[n], timeout, memory_mb, confine) for s, files in submissions.items() for n in names]
+    tasks = [(s, n, files[n], timeout, memory_mb, confine, top) for s, files in submissions.items() for n in names]
     # spawn: a fresh interpreter per pool process, the same on Linux, macOS and Windows
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"),
                              initializer=_pool_process) as pool:
@@ -228,7 +242,8 @@ def write_outputs(rows: list[dict], summary: dict, out: Path, single: bool, isol
         with open(new / "grades.csv", "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS + ("isolation",), extrasaction="ignore")
             writer.writeheader()
-            writer.writerows({**r, "isolation": "sandbox" if isolated else "none"} for r in rows)
+            writer.writerows({**{k: _cell(v) for k, v in r.items()}, "isolation": "sandbox" if isolated else "none"}
+                             for r in rows)
         (new / "grades.json").write_text(json.dumps({"isolation": "sandbox" if isolated else note,
                                                      "rows": rows, "summary": summary}, indent=1),
                                          encoding="utf-8")
@@ -248,6 +263,12 @@ def write_outputs(rows: list[dict], summary: dict, out: Path, single: bool, isol
             os.replace(entry, old)
     finally:
         shutil.rmtree(new, ignore_errors=True)
+
+
+def _cell(value):
+    """A CSV cell a spreadsheet shows as text: a leading = + - @ would start a formula (a student
+    may name a folder =HYPERLINK(...)), so such text gets a leading apostrophe."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def render_summary(summary: dict) -> str:
@@ -298,12 +319,16 @@ def run_grade(args, parser) -> int:
     else:
         print(f"warning: {NO_ISOLATION}", file=sys.stderr)
     out = args.out.resolve()
+    if out.is_dir() and args.submissions.resolve() in out.parents and any(out.rglob("*.py")):
+        parser.error(f"--out {args.out} lies in the submissions' folder and holds .py files: is it a "
+                     "student's folder? Write the results elsewhere")
     submissions = find_submissions(args.submissions, names, args.single, skip=out)
     if not submissions:
         parser.error(f"no submissions in {args.submissions}: one folder per student, or STUDENT_NAME.py files")
     start = time.perf_counter()
     try:
-        rows = grade_all(submissions, names, args.jobs, args.timeout, args.memory_mb, confine)
+        rows = grade_all(submissions, names, args.jobs, args.timeout, args.memory_mb, confine,
+                         top=Path(os.path.abspath(args.submissions)))
     except KeyboardInterrupt:           # the workers end themselves once their checker is gone
         print("interrupted: nothing written", file=sys.stderr)
         return 130

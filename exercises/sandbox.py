@@ -79,9 +79,10 @@ class Worker:
         session = {"start_new_session": True} if os.name == "posix" else {}   # its own group: killpg
         self.space = None
         if confine is not None:
-            self.space = Workspace(Path(tempfile.mkdtemp(prefix="exercises-worker-")), confine.pids)
-            session["preexec_fn"] = self.space.enter
-            argv, env = confine.command(self.space, worker_args(INSIDE)), {}
+            self.space = Workspace(Path(tempfile.mkdtemp(prefix="exercises-worker-")), confine.cgroups, memory_mb)
+            info, told = os.pipe()
+            session.update(preexec_fn=self.space.enter, pass_fds=(told,))
+            argv, env = confine.command(self.space, worker_args(INSIDE), info_fd=told), {}
             self.trace_path, self.trace_inside = str(self.space.trace), f"{INSIDE}/trace.txt"
         else:
             argv = [sys.executable, *worker_args(str(HERE.parent))]
@@ -91,16 +92,20 @@ class Worker:
             self.trace_inside = self.trace_path
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=env, **session)
+        if self.space is not None:
+            os.close(told)
+            self.space.watch_init(info)
         self.output = Output(self.proc.stderr)
         self.memory_mb = memory_mb
         self.timer = self.path = self.copy = self.inside = None
         self.timeout = 0.0
         self.doing = self.expired = None
 
-    def load(self, name: str, path: Path, timeout: float) -> "RemoteModule":
+    def load(self, name: str, path: Path, timeout: float, data: bytes | None = None) -> "RemoteModule":
+        """Import the student's file ``path`` in the worker (``data``: its bytes, read already)."""
         self.path = Path(path).resolve()
         if self.space is not None:        # a copy of the one file, in the sandbox's private folder
-            self.copy, self.inside = self.space.place(name, self.path.read_bytes())
+            self.copy, self.inside = self.space.place(name, self.path.read_bytes() if data is None else data)
             sys_path = None               # the sandbox's own: its environment, nothing of the grader's
         else:
             self.copy, self.inside = self.path, str(self.path)
@@ -242,6 +247,8 @@ class Worker:
                 self.proc.kill()
         except (ProcessLookupError, PermissionError, OSError):
             pass
+        if self.space is not None:                           # the sandbox's init, and its cgroups
+            self.space.end()
 
     def close(self) -> None:
         if self.timer is not None:
@@ -262,7 +269,7 @@ class Worker:
                 pass
         if self.space is not None:
             shutil.rmtree(self.space.root, ignore_errors=True)
-            self.space.remove_cgroup()
+            self.space.close()
         else:
             try:
                 os.unlink(self.trace_path)
@@ -316,11 +323,12 @@ def source_file(name: str, source: str = "stubs") -> Path:
 
 def check_isolated(name: str, source: str = "stubs", timeout: float = DEFAULT_TIMEOUT,
                    memory_mb: float = DEFAULT_MEMORY_MB, worker: Worker | None = None,
-                   confine: Confinement | None = None):
+                   confine: Confinement | None = None, data: bytes | None = None):
     """Check exercise ``name`` with the student's code in a worker process; return the ``Report``.
 
     worker: one started in advance (``check all`` starts the next exercise's
-    while it checks this one); it is closed here in any case.
+    while it checks this one); it is closed here in any case.  data: the file's bytes, read
+    already (``grade`` reads them without following a link put in place meanwhile).
     """
     from .checks import run_check
     from .report import Report
@@ -329,7 +337,7 @@ def check_isolated(name: str, source: str = "stubs", timeout: float = DEFAULT_TI
     try:
         path = source_file(name, source)
         worker = worker or Worker(memory_mb, confine)
-        report = run_check(name, worker.load(name, path, timeout))
+        report = run_check(name, worker.load(name, path, timeout, data))
     except LoadError as exc:
         report = Report(name)
         report.fail(str(exc), exc.hint)

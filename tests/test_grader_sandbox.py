@@ -13,6 +13,7 @@ import csv
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -182,7 +183,7 @@ print("FORKS %d" % _made)
 
 FILLER = '''
 import os
-for _where in ("/tmp/fill", "fill"):
+for _where in ("/tmp/fill", "fill", "/fill", "/dev/shm/fill"):
     _written = 0
     try:
         with open(_where, "wb") as f:
@@ -396,7 +397,8 @@ def test_processes_and_files_are_limited(graded):
     assert graded["rows"]["fork_bomb", "gelu"]["verdict"] == "pass"
     report = graded["reports"]["disk_filler", "gelu"]
     assert "| FILL stopped at 16 MB in /tmp/fill" in report, report
-    assert "| FILL stopped at 0 MB in fill: OSError" in report, report
+    for where in ("fill", "/fill", "/dev/shm/fill"):      # read-only: no tmpfs to fill but /tmp's 16 MB
+        assert f"| FILL stopped at 0 MB in {where}: OSError" in report, report
 
 
 # ------------------------------------------------------------------ the grader's own edges
@@ -478,3 +480,100 @@ def test_in_the_student_copy_the_case_tables_and_solutions_are_out_of_reach(tmp_
     for student in ("tables", "solutions", "copy_path"):
         assert rows[student]["verdict"] == "fail", rows[student]
         assert "could not import" in rows[student]["first_fail"], rows[student]
+
+
+SURVIVOR = '''
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+
+class Regs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulonglong) for n in ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi "
+                                                   "orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs").split()]
+
+def _clear_pdeathsig(pid):
+    # make the sandbox's init (bwrap, pid 1) call prctl(PR_SET_PDEATHSIG, 0): it then outlives its parent
+    if libc.ptrace(16, pid, None, None) != 0:                          # PTRACE_ATTACH
+        return
+    os.waitpid(pid, 0x40000000)
+    saved = Regs()
+    libc.ptrace(12, pid, None, ctypes.byref(saved))                    # GETREGS
+    new = Regs.from_buffer_copy(saved)
+    new.rip, new.rax, new.rdi, new.rsi, new.orig_rax = saved.rip - 2, 157, 1, 0, 2 ** 64 - 1
+    libc.ptrace(13, pid, None, ctypes.byref(new))                      # SETREGS
+    libc.ptrace(9, pid, None, None)                                    # SINGLESTEP over the syscall
+    os.waitpid(pid, 0x40000000)
+    libc.ptrace(13, pid, None, ctypes.byref(saved))
+    libc.ptrace(17, pid, None, None)                                   # DETACH
+
+_clear_pdeathsig(1)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        libc.prctl(15, b"@MARK@", 0, 0, 0)
+        end = time.time() + 30
+        while time.time() < end:
+            time.sleep(0.1)
+    os._exit(0)
+os.wait()
+''' + GELU
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack writes x86-64 registers")
+def test_a_student_who_ptraces_the_sandboxs_init_does_not_outlive_the_grading(tmp_path):
+    """The sandbox's init, made by ptrace to forget --die-with-parent, is killed with the check all
+    the same (by its pidfd, from bwrap's --info-fd): a PID namespace ends with its init."""
+    mark = "mbsurvive"
+    root = tmp_path / "class"
+    for student, text in (("a_innocent", GELU), ("survivor", SURVIVOR.replace("@MARK@", mark)),
+                          ("z_innocent", GELU)):
+        (root / student).mkdir(parents=True)
+        (root / student / "gelu.py").write_text(text)
+    res = _grade(root, tmp_path / "out", "--timeout", "10")
+    assert res.returncode == 0, res.stderr
+    time.sleep(3)
+    left = _host_processes(mark)
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == [], "the survivor outlived the grading"
+    with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as f:
+        assert {r["student"]: r["verdict"] for r in csv.DictReader(f)} == dict.fromkeys(
+            ("a_innocent", "survivor", "z_innocent"), "pass")
+
+
+def test_a_file_swapped_for_a_link_while_graded_is_not_followed(tmp_path):
+    """The grader opens a submission one name at a time without following links: a folder or file
+    made a link after the class was listed is refused, never read through."""
+    from exercises.confine import read_below
+    top = tmp_path / "class"
+    (top / "eve" / "sub").mkdir(parents=True)
+    (top / "eve" / "sub" / "gelu.py").write_text(GELU)
+    assert read_below(top, top / "eve" / "sub" / "gelu.py", 1 << 20) == GELU.encode()
+    secret = tmp_path / "secret"
+    (secret / "sub").mkdir(parents=True)
+    (secret / "sub" / "gelu.py").write_text("the lecturer's file")
+    (top / "eve" / "sub" / "gelu.py").unlink()
+    (top / "eve" / "sub" / "gelu.py").symlink_to(secret / "sub" / "gelu.py")
+    with pytest.raises(OSError):
+        read_below(top, top / "eve" / "sub" / "gelu.py", 1 << 20)
+    shutil.rmtree(top / "eve" / "sub")
+    (top / "eve" / "sub").symlink_to(secret / "sub")
+    with pytest.raises(OSError):
+        read_below(top, top / "eve" / "sub" / "gelu.py", 1 << 20)
+    (top / "eve" / "big.py").write_bytes(b"#" * 2000)
+    with pytest.raises(ValueError, match="over the limit"):
+        read_below(top, top / "eve" / "big.py", 1000)
+
+
+def test_csv_cells_never_start_a_formula(tmp_path):
+    root = tmp_path / "class"
+    (root / '=HYPERLINK("http:').mkdir(parents=True)
+    (root / '=HYPERLINK("http:' / "gelu.py").write_text("def gelu_forward(x):\n    raise ValueError('=1+1\\nx')\n")
+    res = _grade(root, tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["student"] == "'" + '=HYPERLINK("http:'
+    assert all(not v.startswith(("=", "+", "-", "@")) for r in rows for v in r.values())
+    assert "\n" not in rows[0]["first_fail"]
