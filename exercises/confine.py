@@ -28,20 +28,19 @@ the reason in one line, and ``grade`` refuses to run unless told
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import shutil
 import signal
 import site
-import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import threading
-import time
 from pathlib import Path
+
+from .cgroups import CheckGroups, run_groups
 
 HERE = Path(__file__).resolve().parent
 # what of the exercises package the worker needs: it runs the student's code and nothing else
@@ -50,7 +49,6 @@ INSIDE = "/grader"                      # the worker's modules, and the trace fi
 SUBMISSION = "/submission"              # the student's file, in the sandbox
 TMP_BYTES = 16 << 20                    # the sandbox's /tmp, a tmpfs of its own
 NOBODY = 65534
-PROCESSES = 64                          # processes and threads of one check (NumPy's, the worker's two)
 # system folders the interpreter and its libraries may load from, read-only where they exist
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
@@ -99,7 +97,7 @@ class Confinement:
             raise Unavailable(f"no sandbox: the Python environment ({exposed[0]}) holds the exercises "
                               f"folder {HERE}, so its solutions could not be hidden; install minibert "
                               "into an environment outside the repository")
-        made = cls(bwrap, python, binds, _cgroups())
+        made = cls(bwrap, python, binds, run_groups())
         made._try()
         return made
 
@@ -145,11 +143,12 @@ class Confinement:
                 argv += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 argv += ["--ro-bind", path, path]
+        # /tmp first: a Python environment under /tmp (a venv in a clone there) is bound over it
+        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         for path in SYSTEM_FILES:
             argv += ["--ro-bind-try", path, path]
         for path in self.binds:
             argv += ["--ro-bind", path, path]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         for name in WORKER_MODULES:
             argv += ["--ro-bind", str(HERE / name), f"{INSIDE}/exercises/{name}"]
         argv += ["--bind", str(work.trace), f"{INSIDE}/trace.txt",
@@ -163,32 +162,17 @@ class Confinement:
 
 class Workspace:
     """A worker's private folders on the grader's side: the submission (read-only inside) and the
-    trace; as root, its cgroups (processes and memory of the whole check); and the sandbox's init."""
+    trace; as root, its cgroups (``cgroups.CheckGroups``); and the sandbox's init."""
 
     def __init__(self, root: Path, cgroups: dict | None = None, memory_mb: float = 2048):
         self.root = root
-        self.cgroups = []
-        for controller, base in (cgroups or {}).items():
-            try:
-                made = tempfile.mkdtemp(prefix="worker-", dir=base)
-                self.cgroups.append(made)
-                for name, value in _LIMITS[controller](memory_mb):
-                    if os.path.exists(os.path.join(made, name)):
-                        Path(made, name).write_text(f"{value}\n")
-            except OSError:
-                continue
+        self.groups = CheckGroups(cgroups or {}, memory_mb)
+        self.enter = self.groups.enter           # preexec_fn
         self.submission = root / "submission"
         self.submission.mkdir(mode=0o755)
         self.trace = root / "trace.txt"          # the worker's stack dumps: it writes them, the grader reads
         self.trace.touch(mode=0o600)
         self.init = None                         # a pidfd of the sandbox's init, once bwrap has said it
-
-    def enter(self) -> None:
-        """In the worker's process before bwrap starts (``preexec_fn``): join the cgroups, so that
-        bwrap and everything the student's code starts are counted in them."""
-        for cgroup in self.cgroups:
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
 
     def watch_init(self, info) -> None:
         """Read bwrap's info (``{"child-pid": N}``) from the pipe ``info`` and hold a pidfd of that
@@ -211,122 +195,19 @@ class Workspace:
                 signal.pidfd_send_signal(self.init, signal.SIGKILL)
             except OSError:
                 pass
-        for cgroup in self.cgroups:
-            try:
-                if os.path.exists(os.path.join(cgroup, "cgroup.kill")):       # cgroup v2
-                    Path(cgroup, "cgroup.kill").write_text("1\n")
-                    continue
-                for pid in Path(cgroup, "cgroup.procs").read_text().split():   # v1: each in turn
-                    os.kill(int(pid), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
+        self.groups.kill()
 
     def close(self) -> None:
-        """Remove the cgroups once their processes are gone (a moment after the kill), and the pidfd."""
         if self.init is not None:
             os.close(self.init)
             self.init = None
-        for cgroup in self.cgroups:
-            for _ in range(100):
-                try:
-                    os.rmdir(cgroup)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    self.end()
-                    time.sleep(0.02)
-        self.cgroups = []
+        self.groups.remove()
 
     def place(self, name: str, data: bytes) -> tuple[Path, str]:
         """Copy the student's file in: (its path here, its path inside the sandbox)."""
         here = self.submission / f"{name}.py"
         here.write_bytes(data)
         return here, f"{SUBMISSION}/{name}.py"
-
-
-# each controller's limits on one check, from --memory-mb (cgroup v2 names, then v1's)
-_LIMITS = {"pids": lambda mb: [("pids.max", PROCESSES)],
-           "memory": lambda mb: [("memory.max", int(mb) << 20), ("memory.swap.max", 0),
-                                 ("memory.limit_in_bytes", int(mb) << 20)]}
-
-
-def _cgroups() -> dict:
-    """As root, {controller: a cgroup of this grading run's own} for pids and memory, where each
-    worker's child caps the check's processes and memory; {} for an ordinary user (whose processes
-    RLIMIT_NPROC counts) or where the cgroups cannot be written."""
-    if os.geteuid() != 0:
-        return {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return {}
-    own = {}
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        for c in controllers.split(",") if controllers else [""]:
-            own[c] = path
-    found = {}
-    for controller in ("pids", "memory"):
-        if controller in own:                              # cgroup v1: a hierarchy per controller
-            base = f"/sys/fs/cgroup/{controller}{own[controller].rstrip('/')}"
-        elif own.get("") == "/":                           # cgroup v2, from its root
-            try:
-                if controller not in Path("/sys/fs/cgroup/cgroup.subtree_control").read_text().split():
-                    continue
-            except OSError:
-                continue
-            base = "/sys/fs/cgroup"
-        else:
-            continue
-        try:
-            made = tempfile.mkdtemp(prefix="minibert-grade-", dir=base)
-        except OSError:
-            continue
-        atexit.register(_remove_tree, made)
-        found[controller] = made
-    return found
-
-
-def _remove_tree(folder: str) -> None:
-    """The run's cgroup at exit: what workers left (none, normally), then itself."""
-    try:
-        for child in os.listdir(folder):
-            path = os.path.join(folder, child)
-            if os.path.isdir(path):
-                try:
-                    os.rmdir(path)
-                except OSError:
-                    pass
-        os.rmdir(folder)
-    except OSError:
-        pass
-
-
-def read_below(top: Path, path: Path, limit: int) -> bytes:
-    """The bytes of the plain file ``path`` under the folder ``top``, opened one name at a time
-    without following a symbolic link (a link put in place while the class is graded is refused,
-    not followed); OSError with a reason otherwise, ValueError for a file over ``limit`` bytes."""
-    parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(top)).parts
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in parts[:-1]:
-            fd, old = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd), fd
-            os.close(old)
-        fd, old = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd), fd
-        os.close(old)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{parts[-1]} is not a plain file")
-        if st.st_size > limit:
-            raise ValueError(f"{st.st_size / 1e6:.1f} MB, over the limit of {limit / 1e6:.1f} MB")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise ValueError(f"over the limit of {limit / 1e6:.1f} MB")
-        return data
-    finally:
-        os.close(fd)
 
 
 def _environment() -> list[str]:

@@ -4,9 +4,10 @@ SUBMISSIONS holds one folder per student (NAME.py is looked for at any depth
 inside it, the shallowest first), or loose files named STUDENT_NAME.py (or
 STUDENT-NAME.py, as course sites export them), or both.  With ``--single``
 it is one student's folder, as Gradescope hands it over
-(/autograder/submission).  A missing, broken, hanging or hostile file costs
-its own row and nothing else: each check runs as ``check`` does
-(``sandbox.check_isolated``), several at a time over the cores.
+(/autograder/submission); ``submissions.py`` finds the files.  A missing,
+broken, hanging or hostile file costs its own row and nothing else: each
+check runs as ``check`` does (``sandbox.check_isolated``), in the sandbox of
+``confine.py``, several at a time over the cores.
 
 Written to --out (default ./grades):
 
@@ -24,7 +25,6 @@ import multiprocessing
 import os
 import re
 import shutil
-import stat
 import sys
 import tempfile
 import threading
@@ -34,84 +34,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import EXERCISES
+from .submissions import MAX_BYTES, Refused, find_submissions, read_below, shown
 
 COLUMNS = ("student", "exercise", "verdict", "first_fail", "hint", "seconds", "file")
-_SKIP = re.compile(r"^(\.|__pycache__$|__MACOSX$)")
-
-
-# ------------------------------------------------------------------------------ finding the files
-MAX_BYTES = 1 << 20        # a larger "solution" is not one: refused with a reason, never read
-
-
-class Refused(str):
-    """A submitted path that is not checked, and why: a symbolic link, a folder, a name that is not
-    UTF-8, a file too large or not a plain file.  It stands in the place of the path."""
-
-
-def shown(text) -> str:
-    """A path or name as the outputs write it: bytes that are not UTF-8 as \\xNN escapes, not a crash."""
-    return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def find_submissions(root: Path, names: list[str], single: bool = False, skip: Path | None = None) -> dict:
-    """{student: {exercise: the file to check, a ``Refused`` reason, or None}}, by student name.
-
-    skip: a folder left out (the grader's own output folder, when it lies inside ``root``)."""
-    if single:
-        return {shown(root.resolve().name): _files_in(root, names)}
-    found = {}
-    for entry in sorted(root.iterdir()):
-        if _SKIP.match(entry.name) or (skip is not None and entry.resolve() == skip):
-            continue
-        if entry.is_symlink() and entry.is_dir():
-            found[shown(entry.name)] = dict.fromkeys(names, Refused(
-                f"the student's folder {shown(entry.name)} is a symbolic link: submit files, not links"))
-        elif entry.is_dir():
-            found[shown(entry.name)] = _files_in(entry, names)
-    loose = re.compile(rf"^(.+?)[ _.-]+({'|'.join(map(re.escape, names))})\.py$")
-    for f in sorted(root.iterdir()):
-        m = loose.match(f.name)
-        if m and not f.is_dir() and not _SKIP.match(m.group(1)):
-            files = found.setdefault(shown(m.group(1)), dict.fromkeys(names))
-            files[m.group(2)] = files[m.group(2)] or _refusal(f, f.name) or f
-    return dict(sorted(found.items()))
-
-
-def _files_in(folder: Path, names) -> dict:
-    """The shallowest NAME.py in ``folder`` for each name (symbolic links to folders not followed)."""
-    hits = {name: [] for name in names}
-    for top, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not _SKIP.match(d))
-        for entry in (*files, *dirs):
-            name = entry[:-3] if entry.endswith(".py") else None
-            if name in hits:
-                hits[name].append(Path(top) / entry)
-    chosen = {}
-    for name, paths in hits.items():
-        path = min(paths, key=lambda p: (len(p.parts), str(p)), default=None)
-        chosen[name] = None if path is None else (_refusal(path, path.relative_to(folder)) or path)
-    return chosen
-
-
-def _refusal(path: Path, relative) -> Refused | None:
-    """Why ``path`` is not checked, or None when it is a plain file that may be."""
-    what = shown(relative)
-    if what != str(relative):
-        return Refused(f"the path {what} holds a name that is not UTF-8: rename it")
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return Refused(f"{what} cannot be read: {exc.strerror}")
-    if stat.S_ISLNK(st.st_mode):
-        return Refused(f"{what} is a symbolic link, not a file: submit the file itself")
-    if stat.S_ISDIR(st.st_mode):
-        return Refused(f"{what} is a folder, not a file: put the code in a file named {path.name}")
-    if not stat.S_ISREG(st.st_mode):
-        return Refused(f"{what} is not a plain file")
-    if st.st_size > MAX_BYTES:
-        return Refused(f"{what} is {st.st_size / 1e6:.1f} MB, over the limit of {MAX_BYTES / 1e6:.1f} MB "
-                       "for one exercise's code")
-    return None
 
 
 # ------------------------------------------------------------------------------ grading
@@ -125,7 +50,6 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
     confine: the sandbox to run the student's code in (``confine.Confinement``), None for none;
     top: the submissions' folder, from which the file is opened a name at a time, no link followed."""
     global _SPARE
-    from .confine import read_below
     from .sandbox import Worker, check_isolated
 
     row = {"student": student, "exercise": name, "file": shown(path or "")}

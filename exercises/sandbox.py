@@ -102,7 +102,6 @@ class Worker:
         self.doing = self.expired = None
 
     def load(self, name: str, path: Path, timeout: float, data: bytes | None = None) -> "RemoteModule":
-        """Import the student's file ``path`` in the worker (``data``: its bytes, read already)."""
         self.path = Path(path).resolve()
         if self.space is not None:        # a copy of the one file, in the sandbox's private folder
             self.copy, self.inside = self.space.place(name, self.path.read_bytes() if data is None else data)
@@ -327,8 +326,7 @@ def check_isolated(name: str, source: str = "stubs", timeout: float = DEFAULT_TI
     """Check exercise ``name`` with the student's code in a worker process; return the ``Report``.
 
     worker: one started in advance (``check all`` starts the next exercise's
-    while it checks this one); it is closed here in any case.  data: the file's bytes, read
-    already (``grade`` reads them without following a link put in place meanwhile).
+    while it checks this one); it is closed here in any case.  data: the file's bytes (``grade``'s).
     """
     from .checks import run_check
     from .report import Report

@@ -545,7 +545,7 @@ def test_a_student_who_ptraces_the_sandboxs_init_does_not_outlive_the_grading(tm
 def test_a_file_swapped_for_a_link_while_graded_is_not_followed(tmp_path):
     """The grader opens a submission one name at a time without following links: a folder or file
     made a link after the class was listed is refused, never read through."""
-    from exercises.confine import read_below
+    from exercises.submissions import read_below
     top = tmp_path / "class"
     (top / "eve" / "sub").mkdir(parents=True)
     (top / "eve" / "sub" / "gelu.py").write_text(GELU)

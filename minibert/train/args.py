@@ -94,8 +94,7 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
     if not is_int(args.seed) or args.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {args.seed!r}")
-    # NSP's held-out numbers need one IsNext and one NotNext pair; MLM alone (--no-nsp), one sequence
-    if args.eval_instances < 2 and not args.no_nsp:
+    if args.eval_instances < 2 and not args.no_nsp:     # NSP needs an IsNext and a NotNext pair; MLM one sequence
         raise ValueError(f"--eval-instances must be at least 2 (one IsNext and one NotNext pair), "
                          f"got {args.eval_instances}")
     if not str(args.out).strip():

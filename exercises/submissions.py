@@ -1,0 +1,116 @@
+"""A class's submissions as ``grade`` finds them: each student's files, or why one is not read.
+
+SUBMISSIONS holds one folder per student (NAME.py is looked for at any depth inside it, the
+shallowest first), or loose files named STUDENT_NAME.py (or STUDENT-NAME.py, as course sites
+export them), or both.  A symbolic link (to anything), a folder where a file belongs, a name that
+is not UTF-8, a file that is not plain or is over ``MAX_BYTES``: a ``Refused`` reason in the file's
+place, a row of its own.  ``read_below`` reads a file that was found, a name at a time, no link
+followed: one put in place while the class is graded is refused too.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+_SKIP = re.compile(r"^(\.|__pycache__$|__MACOSX$)")
+
+MAX_BYTES = 1 << 20        # a larger "solution" is not one: refused with a reason, never read
+
+
+class Refused(str):
+    """A submitted path that is not checked, and why: a symbolic link, a folder, a name that is not
+    UTF-8, a file too large or not a plain file.  It stands in the place of the path."""
+
+
+def shown(text) -> str:
+    """A path or name as the outputs write it: bytes that are not UTF-8 as \\xNN escapes, not a crash."""
+    return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def find_submissions(root: Path, names: list[str], single: bool = False, skip: Path | None = None) -> dict:
+    """{student: {exercise: the file to check, a ``Refused`` reason, or None}}, by student name.
+
+    skip: a folder left out (the grader's own output folder, when it lies inside ``root``)."""
+    if single:
+        return {shown(root.resolve().name): _files_in(root, names)}
+    found = {}
+    for entry in sorted(root.iterdir()):
+        if _SKIP.match(entry.name) or (skip is not None and entry.resolve() == skip):
+            continue
+        if entry.is_symlink() and entry.is_dir():
+            found[shown(entry.name)] = dict.fromkeys(names, Refused(
+                f"the student's folder {shown(entry.name)} is a symbolic link: submit files, not links"))
+        elif entry.is_dir():
+            found[shown(entry.name)] = _files_in(entry, names)
+    loose = re.compile(rf"^(.+?)[ _.-]+({'|'.join(map(re.escape, names))})\.py$")
+    for f in sorted(root.iterdir()):
+        m = loose.match(f.name)
+        if m and not f.is_dir() and not _SKIP.match(m.group(1)):
+            files = found.setdefault(shown(m.group(1)), dict.fromkeys(names))
+            files[m.group(2)] = files[m.group(2)] or _refusal(f, f.name) or f
+    return dict(sorted(found.items()))
+
+
+def _files_in(folder: Path, names) -> dict:
+    """The shallowest NAME.py in ``folder`` for each name (symbolic links to folders not followed)."""
+    hits = {name: [] for name in names}
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not _SKIP.match(d))
+        for entry in (*files, *dirs):
+            name = entry[:-3] if entry.endswith(".py") else None
+            if name in hits:
+                hits[name].append(Path(top) / entry)
+    chosen = {}
+    for name, paths in hits.items():
+        path = min(paths, key=lambda p: (len(p.parts), str(p)), default=None)
+        chosen[name] = None if path is None else (_refusal(path, path.relative_to(folder)) or path)
+    return chosen
+
+
+def _refusal(path: Path, relative) -> Refused | None:
+    """Why ``path`` is not checked, or None when it is a plain file that may be."""
+    what = shown(relative)
+    if what != str(relative):
+        return Refused(f"the path {what} holds a name that is not UTF-8: rename it")
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return Refused(f"{what} cannot be read: {exc.strerror}")
+    if stat.S_ISLNK(st.st_mode):
+        return Refused(f"{what} is a symbolic link, not a file: submit the file itself")
+    if stat.S_ISDIR(st.st_mode):
+        return Refused(f"{what} is a folder, not a file: put the code in a file named {path.name}")
+    if not stat.S_ISREG(st.st_mode):
+        return Refused(f"{what} is not a plain file")
+    if st.st_size > MAX_BYTES:
+        return Refused(f"{what} is {st.st_size / 1e6:.1f} MB, over the limit of {MAX_BYTES / 1e6:.1f} MB "
+                       "for one exercise's code")
+    return None
+
+
+def read_below(top: Path, path: Path, limit: int) -> bytes:
+    """The bytes of the plain file ``path`` under the folder ``top``, opened one name at a time
+    without following a symbolic link (a link put in place while the class is graded is refused,
+    not followed); OSError with a reason otherwise, ValueError for a file over ``limit`` bytes."""
+    parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(top)).parts
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            fd, old = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd), fd
+            os.close(old)
+        fd, old = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd), fd
+        os.close(old)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{parts[-1]} is not a plain file")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size / 1e6:.1f} MB, over the limit of {limit / 1e6:.1f} MB")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise ValueError(f"over the limit of {limit / 1e6:.1f} MB")
+        return data
+    finally:
+        os.close(fd)
