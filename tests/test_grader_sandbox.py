@@ -577,3 +577,44 @@ def test_csv_cells_never_start_a_formula(tmp_path):
     assert rows[0]["student"] == "'" + '=HYPERLINK("http:'
     assert all(not v.startswith(("=", "+", "-", "@")) for r in rows for v in r.values())
     assert "\n" not in rows[0]["first_fail"]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def test_the_grader_killed_leaves_no_process_behind(tmp_path):
+    """SIGKILL to `grade` itself (by the lecturer; a student cannot reach it): its pool processes end
+    themselves, and with them every sandbox, a student's endless loop included."""
+    mark = "mbhang"
+    root = tmp_path / "class"
+    for student in ("ann", "ben", "cid"):
+        (root / student).mkdir(parents=True)
+        (root / student / "gelu.py").write_text(
+            f"import ctypes\nctypes.CDLL(None).prctl(15, b'{mark}', 0, 0, 0)\nwhile True:\n    pass\n")
+    proc = subprocess.Popen([sys.executable, "-m", "exercises", "grade", str(root), "--out", str(tmp_path / "out"),
+                             "--exercises", "gelu", "--jobs", "2", "--timeout", "60"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.time() + 60
+    while time.time() < end and not _host_processes(mark):
+        time.sleep(0.1)
+    pool = _children(proc.pid)
+    assert pool and _host_processes(mark), "the students' loops never started"
+    proc.kill()
+    proc.wait()
+    end = time.time() + 10
+    while time.time() < end and (_host_processes(mark) or any(Path(f"/proc/{p}").exists() for p in pool)):
+        time.sleep(0.1)
+    left = _host_processes(mark) + [p for p in pool if Path(f"/proc/{p}").exists()]
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == [], "processes outlived the grader"
+    assert not (tmp_path / "out").exists()
