@@ -248,7 +248,8 @@ def run_grade(args, parser) -> int:
                      "student's folder? Write the results elsewhere")
     submissions = find_submissions(args.submissions, names, args.single, skip=out)
     if not submissions:
-        parser.error(f"no submissions in {args.submissions}: one folder per student, or STUDENT_NAME.py files")
+        parser.error(f"no submissions in {args.submissions}: one folder per student (alice/gelu.py), or "
+                     "files named STUDENT_EXERCISE.py (alice_gelu.py)")
     start = time.perf_counter()
     try:
         rows = grade_all(submissions, names, args.jobs, args.timeout, args.memory_mb, confine,

@@ -60,8 +60,9 @@ def student_where(exc: BaseException, path) -> str:
 def import_message(exc: BaseException, path: Path) -> str:
     """What a student reads when their file cannot be imported."""
     if isinstance(exc, SyntaxError):
-        return (f"{path.name} does not compile: {exc.msg} (line {exc.lineno}): "
-                f"{(exc.text or '').strip()}")
+        # a file of NUL bytes or a bad coding line has no line to name
+        line, text = (f" (line {exc.lineno})" if exc.lineno else ""), (exc.text or "").strip()
+        return f"{path.name} does not compile: {exc.msg}{line}" + (f": {text}" if text else "")
     # an exception while the file runs (a NameError at module level, a failing import...):
     # name the line of the file it came from, as for an exception in a checked function
     where = ""

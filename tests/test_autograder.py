@@ -144,6 +144,11 @@ def test_a_file_that_does_not_import_is_a_fail(tmp_path, text, expected):
     assert code == 1 and "[FAIL] gelu" in out and expected in out and "Traceback" not in out, out
 
 
+def test_a_file_of_nul_bytes_is_a_fail_without_a_line_of_none(tmp_path):
+    code, out = check_cli(tmp_path, "\0\0\0")
+    assert code == 1 and "gelu.py does not compile: " in out and "line None" not in out, out
+
+
 # ------------------------------------------------------------ the same verdicts as in-process
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_isolated_verdicts_are_the_in_process_ones(name):
