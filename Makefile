@@ -39,9 +39,9 @@ $(VENV)/.$(CUDA_EXTRA): pyproject.toml | $(PY)
 demo: $(VENV)/.base $(if $(filter cuda,$(DEVICE)),$(VENV)/.$(CUDA_EXTRA))
 	$(PY) -m minibert demo --device $(DEVICE)
 
-# the tests in TEST_PROCS processes (pytest-xdist; a notebook's cells, and a test file's tests, stay
-# in one process); make test TEST_PROCS=0 runs them all in this one
-TEST_PROCS ?= 2
+# the tests in TEST_PROCS processes, one per core the machine has (pytest-xdist; a notebook's cells,
+# and a test file's tests, stay in one process); make test TEST_PROCS=0 runs them all in this one
+TEST_PROCS ?= $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 test: $(VENV)/.test
 	$(PY) -m pytest -n $(TEST_PROCS) --dist loadscope --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
