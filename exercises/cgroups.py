@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PROCESSES = 64                          # processes and threads of one check (NumPy's, the worker's two)
+from .worker import PROCESSES           # the same count as the worker's RLIMIT_NPROC
 
 # each controller's limits on one check, from --memory-mb (cgroup v2 names, then v1's)
 LIMITS = {"pids": lambda mb: [("pids.max", PROCESSES)],

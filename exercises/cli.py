@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from . import EXERCISES
-from .grade import add_grade_parser, run_grade
+from .grade import add_grade_parser, refuse_unknown, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
 from .student_notebooks import make_student_notebooks
 from .worker import import_message, source_module
@@ -220,9 +220,7 @@ def main(argv=None) -> int:
         return run_grade(args, parser)
 
     names = list(EXERCISES) if args.names == ["all"] else args.names
-    unknown = [n for n in names if n not in EXERCISES]
-    if unknown:
-        parser.error(f"unknown exercise(s) {', '.join(unknown)}; choose from: all, {', '.join(EXERCISES)}")
+    refuse_unknown(names, parser)
     source = "solutions" if args.solutions else (args.path or "stubs")
     if args.path and Path(args.path).is_file() and len(names) > 1:
         parser.error("--path FILE checks one exercise; give a directory to check several")

@@ -52,8 +52,18 @@ NOBODY = 65534
 # system folders the interpreter and its libraries may load from, read-only where they exist
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
+# one BLAS thread per worker: the checks run several workers at a time
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 INSTALL = ("apt install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora), "
            "pacman -S bubblewrap (Arch)")
+
+
+def worker_args(package_parent: str) -> list[str]:
+    """The worker's interpreter arguments: in isolated mode (-I: no PYTHON* variables, no user site,
+    not the current folder on sys.path) it finds the exercises package by this path alone;
+    -u: the student's prints unbuffered."""
+    return ["-I", "-u", "-c", f"import sys; sys.path.insert(0, {package_parent!r}); "
+                              "from exercises.worker import main; main()"]
 
 
 class Unavailable(Exception):
@@ -109,11 +119,11 @@ class Confinement:
         return os.geteuid() != 0 or "pids" in self.cgroups
 
     def _try(self) -> None:
-        """Start one sandbox that imports NumPy; a failure becomes ``Unavailable`` with bwrap's reason."""
+        """Start one worker in a sandbox (it imports NumPy, then ends at the end of its empty input);
+        a failure becomes ``Unavailable`` with bwrap's reason."""
         with tempfile.TemporaryDirectory(prefix="exercises-sandbox-") as folder:
             work = Workspace(Path(folder))
-            argv = self.command(work, ["-I", "-c", f"import sys; sys.path.insert(0, {INSIDE!r}); "
-                                                   "import numpy, exercises.worker"])
+            argv = self.command(work, worker_args(INSIDE))
             try:
                 res = subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
             except (OSError, subprocess.TimeoutExpired) as exc:
@@ -136,8 +146,8 @@ class Confinement:
                 "--die-with-parent", "--new-session",                     # no process outlives the check
                 "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
                 "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            argv += ["--setenv", var, "1"]
+        for var, value in ONE_THREAD.items():
+            argv += ["--setenv", var, value]
         for path in SYSTEM:
             if os.path.islink(path):              # /lib -> usr/lib on a merged /usr
                 argv += ["--symlink", os.readlink(path), path]
@@ -198,6 +208,8 @@ class Workspace:
         self.groups.kill()
 
     def close(self) -> None:
+        """Remove the folders, the pidfd and the cgroups (after ``end``)."""
+        shutil.rmtree(self.root, ignore_errors=True)
         if self.init is not None:
             os.close(self.init)
             self.init = None

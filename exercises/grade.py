@@ -57,22 +57,16 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
         return {**row, "verdict": "missing", "first_fail": f"no {name}.py in the submission", "hint": "",
                 "seconds": 0.0, "report": f"[MISSING] {name}: no {name}.py in the submission"}
     if isinstance(path, Refused):
-        return {**row, "file": "", "verdict": "fail", "first_fail": str(path),
-                "hint": f"not checked: submit your code as a plain file named {name}.py",
-                "seconds": 0.0, "report": f"[FAIL] {name}: {path}"}
+        return _not_checked(row, name, str(path), f"not checked: submit your code as a plain file named {name}.py")
     data = None
     if top is not None:
         try:
             data = read_below(top, path, MAX_BYTES)
         except (OSError, ValueError) as exc:
-            why = (f"{shown(os.path.relpath(path, top))} could not be read as a plain file ({exc}): "
-                   "it changed while the class was graded?")
-            return {**row, "file": "", "verdict": "fail", "first_fail": why, "hint": "",
-                    "seconds": 0.0, "report": f"[FAIL] {name}: {why}"}
+            return _not_checked(row, name, f"{shown(os.path.relpath(path, top))} could not be read as a plain "
+                                           f"file ({exc}): it changed while the class was graded?", "")
     start = time.perf_counter()
     try:
-        if _SPARE is None:
-            atexit.register(_close_spare)
         worker, _SPARE = (_SPARE or Worker(memory_mb, confine)), Worker(memory_mb, confine)
         report = check_isolated(name, str(path), timeout, memory_mb, worker=worker, data=data)
     except Exception as exc:      # a bug of the checker's: this row says so, the others go on
@@ -86,6 +80,12 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
             "seconds": round(time.perf_counter() - start, 3), "report": report.render()}
 
 
+def _not_checked(row: dict, name: str, why: str, hint: str) -> dict:
+    """The row of a file that was not checked, and why."""
+    return {**row, "file": "", "verdict": "fail", "first_fail": why, "hint": hint, "seconds": 0.0,
+            "report": f"[FAIL] {name}: {why}"}
+
+
 def _close_spare() -> None:
     if _SPARE is not None:
         _SPARE.close()
@@ -93,7 +93,9 @@ def _close_spare() -> None:
 
 def _pool_process() -> None:
     """Each pool process ends itself when the grader is gone (killed, say): its worker, and the
-    sandbox with it, goes too, and nothing of the run is left behind."""
+    sandbox with it, goes too, and nothing of the run is left behind.  Its spare worker is closed
+    when it exits."""
+    atexit.register(_close_spare)
     parent = os.getppid()
 
     def watch():
@@ -159,16 +161,15 @@ def gradescope_results(rows: list[dict], isolation: str = "") -> dict:
 
 def write_outputs(rows: list[dict], summary: dict, out: Path, single: bool, isolated: bool = True) -> None:
     """Every output file, written in a folder beside ``out`` and then moved into it, each file whole."""
-    note = "" if isolated else NO_ISOLATION
+    note, isolation = ("", "sandbox") if isolated else (NO_ISOLATION, "none")
     out.mkdir(parents=True, exist_ok=True)
     new = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         with open(new / "grades.csv", "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS + ("isolation",), extrasaction="ignore")
             writer.writeheader()
-            writer.writerows({**{k: _cell(v) for k, v in r.items()}, "isolation": "sandbox" if isolated else "none"}
-                             for r in rows)
-        (new / "grades.json").write_text(json.dumps({"isolation": "sandbox" if isolated else note,
+            writer.writerows({**{k: _cell(v) for k, v in r.items()}, "isolation": isolation} for r in rows)
+        (new / "grades.json").write_text(json.dumps({"isolation": note or isolation,
                                                      "rows": rows, "summary": summary}, indent=1),
                                          encoding="utf-8")
         (new / "summary.txt").write_text((f"{note}\n\n" if note else "") + render_summary(summary),
@@ -281,7 +282,12 @@ def exercise_names(text: str, parser) -> list[str]:
     names = [n.strip() for n in text.split(",")]
     if "" in names:
         parser.error(f"--exercises {text!r} has an empty name: separate the names by single commas")
+    refuse_unknown(names, parser)
+    return list(dict.fromkeys(names))
+
+
+def refuse_unknown(names: list[str], parser) -> None:
+    """A usage error naming each of ``names`` that is not an exercise (``grade`` and ``check``)."""
     unknown = [n for n in names if n not in EXERCISES]
     if unknown:
         parser.error(f"unknown exercise(s) {', '.join(unknown)}; choose from: all, {', '.join(EXERCISES)}")
-    return list(dict.fromkeys(names))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import linecache
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,21 +33,11 @@ import numpy as np
 
 from .output import Output
 from .codec import Decoder, Encoder
-from .confine import INSIDE, Confinement, Workspace
+from .confine import INSIDE, ONE_THREAD, Confinement, Workspace, worker_args
 from .protocol import ProtocolError, read_frame, write_frame
 from .remote import MAX_MESSAGE, Outcome, RemoteModule, WorkerGone, rebuild_exception
 
 HERE = Path(__file__).resolve().parent
-
-
-def worker_args(package_parent: str) -> list[str]:
-    """The worker's interpreter arguments: in isolated mode (-I: no PYTHON* variables, no user site,
-    not the current folder on sys.path) it finds the exercises package by this path alone;
-    -u: the student's prints unbuffered."""
-    return ["-I", "-u", "-c", f"import sys; sys.path.insert(0, {package_parent!r}); "
-                              "from exercises.worker import main; main()"]
-
-
 DEFAULT_TIMEOUT = 30.0        # s per exercise; each solution needs about 1 s at most on a slow laptop
 DEFAULT_MEMORY_MB = 2048      # the solutions need about 300 MB (most of it NumPy and SciPy)
 
@@ -86,7 +75,7 @@ class Worker:
             self.trace_path, self.trace_inside = str(self.space.trace), f"{INSIDE}/trace.txt"
         else:
             argv = [sys.executable, *worker_args(str(HERE.parent))]
-            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            env = dict(os.environ, **ONE_THREAD)
             fd, self.trace_path = tempfile.mkstemp(prefix="exercises-worker-", suffix=".txt")
             os.close(fd)
             self.trace_inside = self.trace_path
@@ -267,7 +256,6 @@ class Worker:
             except OSError:
                 pass
         if self.space is not None:
-            shutil.rmtree(self.space.root, ignore_errors=True)
             self.space.close()
         else:
             try:

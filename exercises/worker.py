@@ -36,7 +36,7 @@ _SCALARS = frozenset((type(None), bool, int, float, str))
 
 FILE_BYTES = 16 << 20                 # the largest file the student's code may write
 OPEN_FILES = 256
-PROCESSES = 64                        # threads count too: NumPy's, the worker's own two (cgroups.PROCESSES)
+PROCESSES = 64                        # threads count too: NumPy's, the worker's own two (a cgroup's too, as root)
 _REAL_EXIT = os._exit                 # the worker's own exit, whatever the student's code does to os
 
 
