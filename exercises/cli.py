@@ -27,15 +27,16 @@ import tempfile
 from pathlib import Path
 
 from . import EXERCISES
+from .cases.recorded import write_student_cases
 from .grade import add_grade_parser, refuse_unknown, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
 from .student_notebooks import make_student_notebooks
 from .worker import import_message, source_module
 
 HERE = Path(__file__).resolve().parent
-# what the student copy leaves out: the solutions.  The table of usual mistakes (cases/) stays: the
-# checkers recognise a mistake by running its case, and a wrong variant of an op gives nothing away
-# that minibert, which the copy needs installed, does not hold already.
+# what the student copy leaves out: the solutions, and the usual mistakes as code (cases/ is built from
+# the right answers, and holds right answers written otherwise); it gets them as recorded data instead
+# (cases/recorded.py), from which the checkers give the same hints.
 INSTRUCTOR_ONLY = ("solutions",)
 NOTEBOOKS = HERE.parent / "notebooks"      # the course, whose exercise cells the student copy turns into stubs
 # what the notebooks read from beside their folder (07 and 11: what a GPU measured), copied with them
@@ -155,7 +156,8 @@ def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
     finally:
         shutil.rmtree(new, ignore_errors=True)
     print(f"student version written to {where / 'exercises'}", file=out)
-    print(f"  (left out: {', '.join(INSTRUCTOR_ONLY)})", file=out)
+    print(f"  (left out: {', '.join(INSTRUCTOR_ONLY)}, and the usual mistakes' code: cases/ holds them as "
+          "recorded data)", file=out)
     if written is not None:
         print(f"notebooks written to {where / 'notebooks'}: {len(written)} notebooks, {cells} exercise cells "
               "as stubs", file=out)
@@ -164,8 +166,9 @@ def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
 
 def _write_student_copy(dest: Path):
     """The student copy, written into the new folder ``dest``: (notebooks written or None, their cells)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY, "cases")
     shutil.copytree(HERE, dest / "exercises", ignore=ignore)
+    write_student_cases(dest / "exercises" / "cases")         # the usual mistakes as data, no code
     if not NOTEBOOKS.is_dir():
         return None, 0
     written, cells = make_student_notebooks(NOTEBOOKS, dest / "notebooks")

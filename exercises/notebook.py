@@ -8,9 +8,9 @@
 ``python -m exercises check NAME`` runs, on the functions the cell wrote, and
 prints its verdict: one line when they pass, the whole report with the first
 FAIL line's hint when they do not.  A cell may write only some of an
-exercise's functions; the others are the right ones of the exercise's table
-(``exercises/cases/``).  A forward and its backward share a cache whose layout
-is yours, so write them together.
+exercise's functions: then only the checks of those run (the checker's parts,
+``checks/__init__.py``).  A forward and its backward share a cache whose
+layout is yours, so they are checked together.
 
 The functions run in this process (a notebook is a self-check, not a grade:
 ``python -m exercises grade`` runs a class's files in worker processes).
@@ -34,25 +34,30 @@ def check(name: str, **functions) -> bool:
     the student's code: an exception inside it is a FAIL line with its hint.
     """
     from .cases import TABLES
-    from .checks import run_check
+    from .checks import parts_for, run_check
 
     if not isinstance(name, str):
         raise ValueError(f"check's first argument is an exercise's name, a string as in "
                          f"check(\"gelu\", gelu_forward=gelu_forward), not {name!r}")
     if name not in EXERCISES:
         raise ValueError(f"no exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
-    right = TABLES[name].right
-    unknown = sorted(set(functions) - set(right))
+    names = TABLES[name].functions
+    unknown = sorted(set(functions) - set(names))
     if not functions or unknown:
-        raise ValueError(f"exercise {name!r} checks the functions {', '.join(right)}; "
-                         f"pass yours by name, e.g. check({name!r}, {next(iter(right))}={next(iter(right))})"
+        raise ValueError(f"exercise {name!r} checks the functions {', '.join(names)}; "
+                         f"pass yours by name, e.g. check({name!r}, {names[0]}={names[0]})"
                          + (f" (not one of them: {', '.join(unknown)})" if unknown else ""))
     for key, func in functions.items():
         if not callable(func):
             raise TypeError(f"{key} should be the function you wrote, got a {type(func).__name__}")
-    module = SimpleNamespace(**{**right, **{k: _no_exit(f) for k, f in functions.items()}})
+    if not parts_for(name, functions):
+        raise ValueError(f"exercise {name!r} checks {', '.join(functions)} together with "
+                         f"{', '.join(n for n in names if n not in functions)}: a forward and its backward share "
+                         f"a cache; pass them all, e.g. check({name!r}, "
+                         + ", ".join(f"{n}={n}" for n in names) + ")")
+    module = SimpleNamespace(**{k: _no_exit(f) for k, f in functions.items()})
     module.__name__ = f"{name} (your {', '.join(functions)})"
-    report = run_check(name, module)
+    report = run_check(name, module, functions)
     if report.passed:
         print(f"[PASS] {name}: your {', '.join(functions)} passed all {report.n_ok} checks.")
     else:

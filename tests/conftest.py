@@ -78,3 +78,15 @@ def corpus_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("corpus") / "small.txt"
     path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
     return path
+
+
+@pytest.fixture(scope="session")
+def recorded_cases(tmp_path_factory):
+    """The usual mistakes recorded for the student copy (exercises/cases/recorded.py), as a file: made
+    once per version of the exercises and kept in minibert's cache folder, where make-student finds it."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from exercises.cases.recorded import recorded_data
+    path = tmp_path_factory.mktemp("recorded") / "recorded.data"
+    path.write_bytes(recorded_data())
+    return path

@@ -185,8 +185,8 @@ def test_cli_on_a_solution_passes_and_on_a_broken_file_fails(tmp_path):
 
 
 def test_make_student_leaves_the_solutions_out(tmp_path):
-    """The copy has the stubs, the checkers and the table of mistakes (the checkers recognise a case by
-    running it), never the solutions; and it checks, with the same hints, without them."""
+    """The copy has the stubs, the checkers and the table of mistakes as recorded data, never the
+    solutions; and it checks, with the same hints (test_student_cases.py), without them."""
     res = _run("make-student", str(tmp_path))
     assert res.returncode == 0, res.stderr
     copy = tmp_path / "exercises"

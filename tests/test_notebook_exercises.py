@@ -217,9 +217,11 @@ def test_check_in_a_notebook_gives_the_command_lines_verdict(capsys):
     out = capsys.readouterr().out
     assert out.startswith("[FAIL] layernorm") and case.hint in " ".join(out.split())
     assert "hint('layernorm')" in out
-    right = TABLES["layernorm"].module
-    assert check("layernorm", layernorm_backward=right.layernorm_backward)        # the forward from the table
-    assert capsys.readouterr().out.startswith("[PASS] layernorm: your layernorm_backward passed all ")
+    right = TABLES["schedule"].module
+    assert check("schedule", learning_rate=right.learning_rate)       # only the learning rate's checks run
+    assert capsys.readouterr().out == "[PASS] schedule: your learning_rate passed all 4 checks.\n"
+    with pytest.raises(ValueError, match="checks layernorm_backward together with layernorm_forward"):
+        check("layernorm", layernorm_backward=TABLES["layernorm"].module.layernorm_backward)
 
 
 def test_check_says_what_is_wrong_with_its_own_arguments():
@@ -236,6 +238,11 @@ def test_check_says_what_is_wrong_with_its_own_arguments():
         check(["gelu"], gelu_forward=print)
 
 
+def _right(name):
+    from exercises.cases import TABLES
+    return TABLES[name].module
+
+
 def test_sys_exit_in_the_students_cell_is_a_fail_not_the_end_of_the_cell(capsys):
     import sys as _sys
 
@@ -244,7 +251,7 @@ def test_sys_exit_in_the_students_cell_is_a_fail_not_the_end_of_the_cell(capsys)
     def gelu_forward(x):
         _sys.exit()
 
-    assert check("gelu", gelu_forward=gelu_forward) is False
+    assert check("gelu", gelu_forward=gelu_forward, gelu_backward=_right("gelu").gelu_backward) is False
     out = capsys.readouterr().out
     assert "[FAIL] gelu" in out and "sys.exit(None) was called" in out and "Traceback" not in out, out
 
@@ -255,7 +262,7 @@ def test_an_exception_in_the_students_cell_is_a_fail_not_a_traceback(capsys):
     def gelu_forward(x):
         return x * undefined_name      # noqa: F821
 
-    assert not check("gelu", gelu_forward=gelu_forward)
+    assert not check("gelu", gelu_forward=gelu_forward, gelu_backward=_right("gelu").gelu_backward)
     out = capsys.readouterr().out
     assert "[FAIL] gelu" in out and "NameError" in out and "Traceback" not in out
 

@@ -22,34 +22,10 @@ import numpy as np
 
 from minibert import ops as L
 
+from .layer_names import DENSE, LN1, LN2, NORM, QKV, head_shapes, layer_shapes  # noqa: F401
 from .table import Table
 
 EPS = 1e-12                     # BERT's layer_norm_eps
-QKV = ("query", "key", "value")
-LN1, LN2 = "attention.output.LayerNorm", "output.LayerNorm"
-DENSE, NORM = "transform.dense", "transform.LayerNorm"      # the MLM head's, below cls.predictions.
-
-
-def layer_shapes(H, I):
-    """The layer's parameters by name, with their shapes."""
-    shapes = {}
-    for n in QKV:
-        shapes[f"attention.self.{n}.weight"], shapes[f"attention.self.{n}.bias"] = (H, H), (H,)
-    for name, (n_out, n_in) in (("attention.output.dense", (H, H)), ("intermediate.dense", (I, H)),
-                                ("output.dense", (H, I))):
-        shapes[name + ".weight"], shapes[name + ".bias"] = (n_out, n_in), (n_out,)
-        if name != "intermediate.dense":
-            norm = LN1 if name == "attention.output.dense" else LN2
-            shapes[norm + ".weight"], shapes[norm + ".bias"] = (H,), (H,)
-    return shapes
-
-
-def head_shapes(H, V):
-    """The tied model's head: the transform's dense and LayerNorm, and the decoder's own bias."""
-    return {DENSE + ".weight": (H, H), DENSE + ".bias": (H,), NORM + ".weight": (H,), NORM + ".bias": (H,),
-            "bias": (V,)}
-
-
 def split(h, A, transpose=True):
     """(B, T, H) -> (B, A, T, D): each token's H features cut into A heads of D, heads to the front."""
     B, T, H = h.shape

@@ -7,18 +7,22 @@ same case serves twice:
 
 * planted: the tests run the checker on ``case.module`` and require the
   case's hint under the first FAIL line;
-* recognised: where a check compares the student's value with the right one,
-  ``Table.known`` runs every case's module on the check's own inputs; a
-  student's value that matches a case's (and not the right one) gets that
-  case's hint.  A check that recognises a mistake by a sign instead (the
-  statistics of a random output, an exception) gives the hint of the case it
-  names, ``case.hint``: the text is written in the case alone.
+* recognised: a check asks ``Table.each(compute)`` what every case's module
+  gives for ``compute`` (the check's own call, on its own inputs), and
+  ``known``, ``raised`` and ``matching`` turn that into the hint of the case
+  whose result is the student's.  A check that recognises a mistake by a
+  sign instead (the statistics of a random output) gives the hint of the
+  case it names, ``case.hint``: the text is written in the case alone.
 
 The right functions of a table are plain NumPy (or ``minibert``), never the
-instructor's solutions: the checker runs the cases in the student copy too.
+instructor's solutions.  Still they are right answers, so the student copy
+holds none: there a table is ``recorded.py``'s, the hints and what each case
+gave on each check's inputs, recorded when the copy was made (``recording``),
+and ``each`` reads them instead of running code.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -26,6 +30,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from minibert.gradcheck import max_rel_error
+
+from .fingerprint import Unkeyable, key
 
 SAME = 1e-6        # a student's value this close to a case's is that case (as harness.diagnose)
 
@@ -35,7 +41,7 @@ class Case:
     exercise: str
     name: str
     hint: str
-    wrong: dict = field(repr=False)          # {function name: the wrong function}
+    wrong: dict = field(repr=False)          # {function name: the wrong function (None in a student copy)}
     right: dict = field(repr=False)          # the exercise's right functions
 
     @property
@@ -45,6 +51,27 @@ class Case:
         ns.__name__ = f"{self.exercise} ({self.name})"
         return ns
 
+    def text(self, fields: dict) -> str:
+        return self.hint.format(**fields) if fields else self.hint
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception a case's computation raised: its type's name and its message."""
+    name: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one case gave for a check's computation: a ``value``, or ``raised`` an exception.
+    ``like_right``: the value is the right answer's (finite, same shape, within SAME), so no
+    check on these inputs can tell this case from the right answer."""
+    case: Case
+    value: object
+    raised: Raised | None
+    like_right: bool
+
 
 class Table:
     """The cases of one exercise, in the order a check tries them (the first that matches wins)."""
@@ -52,8 +79,10 @@ class Table:
     def __init__(self, exercise: str, **right):
         self.exercise = exercise
         self.right = right
+        self.functions = tuple(right)
         self.cases: list[Case] = []
         self.variants: list[tuple[str, object]] = []
+        self.recorded: dict | None = None     # {key: rows}, in a student copy (recorded.py)
 
     def case(self, name: str, hint: str, **wrong) -> Case:
         """Add a case: ``wrong`` maps function names to the functions that replace the right ones."""
@@ -71,27 +100,66 @@ class Table:
     def module(self):
         return SimpleNamespace(**self.right)
 
+    # ------------------------------------------------------------------ what the cases give
+    def each(self, compute, of=None):
+        """An ``Outcome`` for each case, in order: what ``compute(case.module)`` gives.
+
+        ``of``: a function name, to see only the cases that change it (a
+        gradient check looks for the backward pass's mistakes, not for what a
+        wrong forward would give).  Lazy where the code runs, so that the cases
+        run only when a check fails and looks for the reason.
+        """
+        if self.recorded is not None:              # a student copy: what was recorded, or nothing
+            try:
+                rows = self.recorded.get(key(self.exercise, compute), ())
+            except Unkeyable:
+                rows = ()
+        elif _RECORDING is not None:
+            rows = _RECORDING.rows(self, compute)
+        else:
+            rows = self._rows(compute)
+        for case, (value, raised, like_right) in zip(self.cases, rows):
+            if of is None or of in case.wrong:
+                yield Outcome(case, value, raised, like_right)
+
+    def _rows(self, compute):
+        """(value, raised, like_right) for each case, computed now, one by one."""
+        right = []                                   # computed at the first case that needs it
+
+        def like_right(value):
+            if not right:
+                try:
+                    right.append(np.asarray(compute(self.module), dtype=np.float64))
+                except Exception:
+                    right.append(None)
+            try:
+                value = np.asarray(value, dtype=np.float64)
+            except Exception:
+                return False
+            want = right[0]
+            return (want is not None and value.shape == want.shape and bool(np.isfinite(value).all())
+                    and max_rel_error(value, want) < SAME)
+        for case in self.cases:
+            try:
+                value = compute(case.module)
+            except Exception as exc:
+                yield None, Raised(type(exc).__name__, _message(exc)), False
+                continue
+            yield value, None, like_right(value)
+
     def known(self, compute, of=None, **fields):
         """(value, hint) of each case whose ``compute(module)`` differs from the right one's: for ``compare``.
 
-        A generator, so that the cases run only when a check fails and looks
-        for the reason.  ``fields`` fill the ``{names}`` of a hint (a size the
-        check chose, say).  A case that raises where the right answer does
-        not is left out here: ``raised`` recognises it.  ``of``: a function
-        name, to try only the cases that change it (a gradient check looks for
-        the backward pass's mistakes, not for what a wrong forward would give).
+        ``fields`` fill the ``{names}`` of a hint (a size the check chose,
+        say).  A case that raises is left out here: ``raised`` recognises it.
         """
-        right = np.asarray(compute(self.module), dtype=np.float64)
-        for case in self.cases:
-            if of is not None and of not in case.wrong:
-                continue
-            try:
-                value = np.asarray(compute(case.module), dtype=np.float64)
-            except Exception:
-                continue
-            if value.shape == right.shape and np.isfinite(value).all() and max_rel_error(value, right) < SAME:
-                continue                      # this check cannot tell the case from the right answer
-            yield value, case.hint.format(**fields) if fields else case.hint
+        for o in self.each(compute, of):
+            if o.raised is None and not o.like_right:
+                try:
+                    value = np.asarray(o.value, dtype=np.float64)
+                except Exception:
+                    continue
+                yield value, o.case.text(fields)
 
     def raised(self, compute, **fields):
         """The hint for a student's exception: that of the first case that raises the same one, or None.
@@ -100,14 +168,9 @@ class Table:
         made, on the same inputs, so the same mistake raises the same error.
         """
         def hint(exc):
-            for case in self.cases:
-                try:
-                    compute(case.module)
-                except Exception as mine:
-                    # by name: an exception raised in a worker comes back as a class of the same name
-                    if type(exc).__name__ == type(mine).__name__ and _message(exc) == _message(mine):
-                        return case.hint.format(**fields) if fields else case.hint
-            return None
+            # by name: an exception raised in a worker comes back as a class of the same name
+            mine = Raised(type(exc).__name__, _message(exc))
+            return next((o.case.text(fields) for o in self.each(compute) if o.raised == mine), None)
         return hint
 
     def matching(self, compute, got, **fields):
@@ -117,14 +180,51 @@ class Table:
         overflow shows where it happens, and that pattern names the mistake.
         """
         got = np.asarray(got, dtype=np.float64)
-        for case in self.cases:
+        for o in self.each(compute):
+            if o.raised is not None:
+                continue
             try:
-                value = np.asarray(compute(case.module), dtype=np.float64)
+                value = np.asarray(o.value, dtype=np.float64)
             except Exception:
                 continue
             if value.shape == got.shape and np.allclose(value, got, rtol=SAME, atol=0.0, equal_nan=True):
-                return case.hint.format(**fields) if fields else case.hint
+                return o.case.text(fields)
         return None
+
+
+class Recording:
+    """What every case gives for every computation the checks ask about, while they run: the
+    student copy's tables (``recorded.py``).  ``unkeyable``: computations that could not be
+    named (their inputs hold an object ``fingerprint.key`` does not know), so not recorded."""
+
+    def __init__(self):
+        self.entries: dict = {}          # {exercise: {key: rows}}
+        self.unkeyable: list = []
+
+    def rows(self, table: Table, compute):
+        try:
+            k = key(table.exercise, compute)
+        except Unkeyable as exc:
+            self.unkeyable.append(f"{table.exercise}: {exc}")
+            return list(table._rows(compute))
+        found = self.entries.setdefault(table.exercise, {})
+        if k not in found:
+            found[k] = list(table._rows(compute))
+        return found[k]
+
+
+_RECORDING: Recording | None = None
+
+
+@contextlib.contextmanager
+def recording(into: Recording):
+    """Record every ``Table.each`` into ``into`` while the block runs."""
+    global _RECORDING
+    before, _RECORDING = _RECORDING, into
+    try:
+        yield into
+    finally:
+        _RECORDING = before
 
 
 def _message(exc) -> str:

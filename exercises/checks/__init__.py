@@ -17,34 +17,57 @@ import warnings
 
 import numpy as np
 
+from ..cases import TABLES
 from ..remote import WorkerGone
 from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, classifier_head, cross_entropy, dropout, embedding, encoder_layer
 from . import gelu, layernorm, linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax
 from . import loss_scaler, ring_allreduce, step_flops, wordpiece
 
-def _dropout(r: Report) -> None:
-    """Dropout alone, then on the attention weights: one exercise."""
-    dropout.check(r)
-    attention_dropout.check(r)
+# The parts of an exercise whose functions a notebook checks one at a time (``check("schedule",
+# learning_rate=...)``): each part names the functions it calls.  The other exercises are one part.
+PARTS = {"wordpiece": wordpiece.PARTS, "schedule": schedule.PARTS, "step_flops": step_flops.PARTS,
+         "classifier_head": classifier_head.PARTS, "encoder_layer": encoder_layer.PARTS,
+         "loss_scaler": loss_scaler.PARTS, "ring_allreduce": ring_allreduce.PARTS,
+         "seed_comparison": seed_comparison.PARTS,
+         # dropout alone, then on the attention weights: one exercise
+         "dropout": ((("dropout_forward", "dropout_backward"), dropout.check),
+                     (("attention_dropout_forward", "attention_dropout_backward"), attention_dropout.check))}
+WHOLE = {"linear": linear.check, "embedding": embedding.check, "layernorm": layernorm.check, "gelu": gelu.check,
+         "softmax": softmax.check, "attention": attention.check, "cross_entropy": cross_entropy.check,
+         "mlm_masking": mlm_masking.check, "nsp_pairing": nsp_pairing.check, "pooler": pooler.check,
+         "adamw": adamw.check}
 
 
-CHECKS = {"wordpiece": wordpiece.check, "linear": linear.check, "embedding": embedding.check,
-          "layernorm": layernorm.check, "gelu": gelu.check, "softmax": softmax.check, "attention": attention.check,
-          "cross_entropy": cross_entropy.check, "dropout": _dropout, "mlm_masking": mlm_masking.check,
-          "nsp_pairing": nsp_pairing.check, "pooler": pooler.check, "adamw": adamw.check, "schedule": schedule.check,
-          "step_flops": step_flops.check, "classifier_head": classifier_head.check,
-          "encoder_layer": encoder_layer.check, "loss_scaler": loss_scaler.check,
-          "ring_allreduce": ring_allreduce.check, "seed_comparison": seed_comparison.check}
+def _all(parts):
+    def check(r: Report) -> None:
+        for _, part in parts:
+            part(r)
+    return check
 
 
-def run_check(name: str, module) -> Report:
-    """Run the checker of exercise ``name`` on ``module``; never raises for the student's bugs."""
+CHECKS = {**WHOLE, **{name: _all(parts) for name, parts in PARTS.items()}}
+
+
+def parts_for(name: str, functions) -> list:
+    """The parts of exercise ``name`` that check nothing but ``functions`` (every part when all are given)."""
+    if name in WHOLE:
+        return [CHECKS[name]] if set(functions) >= set(TABLES[name].functions) else []
+    return [part for needs, part in PARTS[name] if set(needs) <= set(functions)]
+
+
+def run_check(name: str, module, functions=None) -> Report:
+    """Run the checker of exercise ``name`` on ``module``; never raises for the student's bugs.
+
+    ``functions``: check only the parts that call nothing but these (a notebook's cell writes one
+    function of an exercise); by default every part."""
     report = Report(name, module)
+    checks = [CHECKS[name]] if functions is None else parts_for(name, functions)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            CHECKS[name](report)
+            for check in checks:
+                check(report)
     except Abort:
         report.stopped()
     except WorkerGone as gone:  # ran out of time, exited, crashed: nothing more can be asked of it

@@ -16,6 +16,7 @@ from minibert.model.heads import HeadWeights, heads_forward
 
 from ..calls import call_watched
 from ..cases import encoder_layer as cases
+from ..cases.layer_names import DENSE, LN1, LN2, NORM, QKV, head_shapes, layer_shapes
 from ..harness import TOL, Forward, as_array, compare, fresh, grad_check
 from ..report import Abort, Report
 from .common import bwd, unpack
@@ -25,10 +26,12 @@ B, TT, H, A, I, V = 2, 5, 8, 2, 32, 11      # batch, tokens, hidden, heads, inte
 KEY_BIAS = "attention.self.key.bias"
 
 
-def check(r: Report) -> None:
-    rng = np.random.default_rng(23)
-    _check_layer(r, rng)
-    _check_tied(r, rng)
+def _check_layers(r: Report) -> None:
+    _check_layer(r, np.random.default_rng(23))
+
+
+def _check_tied_model(r: Report) -> None:
+    _check_tied(r, np.random.default_rng(29))
 
 
 def random_params(rng, shapes) -> dict:
@@ -122,17 +125,17 @@ def minibert_layer(x, p, mask):
     """minibert's post-LN layer (model/encoder.py) on these weights, dropout off."""
     lin = lambda n: Linear(p[n + ".weight"], p[n + ".bias"], None, None)
     norm = lambda n: Norm(p[n + ".weight"], p[n + ".bias"], None, None)
-    qkv = Linear(np.concatenate([p[f"attention.self.{n}.weight"] for n in cases.QKV]),
-                 np.concatenate([p[f"attention.self.{n}.bias"] for n in cases.QKV]), None, None)
-    w = LayerWeights(qkv, lin("attention.output.dense"), norm(cases.LN1), lin("intermediate.dense"),
-                     lin("output.dense"), norm(cases.LN2))
+    qkv = Linear(np.concatenate([p[f"attention.self.{n}.weight"] for n in QKV]),
+                 np.concatenate([p[f"attention.self.{n}.bias"] for n in QKV]), None, None)
+    w = LayerWeights(qkv, lin("attention.output.dense"), norm(LN1), lin("intermediate.dense"),
+                     lin("output.dense"), norm(LN2))
     config = BertConfig(vocab_size=V, hidden_size=H, num_attention_heads=A, intermediate_size=I)
     return layer_forward(L, x, w, L.attention_mask_bias(mask, np.float64), config, None, train=False)[0]
 
 
 def _check_layer(r: Report, rng) -> None:
     x = rng.standard_normal((B, TT, H))
-    params = random_params(rng, cases.layer_shapes(H, I))
+    params = random_params(rng, layer_shapes(H, I))
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])                   # the second sequence padded
     y, cache = call_forward(r, "encoder_layer_forward", x, params, mask, A)
     y = as_array(r, "y", y, x.shape, "y has x's shape (B, T, H)")
@@ -171,7 +174,7 @@ def _check_key_bias(r: Report, got, num, scale) -> None:
 # ---------------------------------------------------------------------------------- the tied decoder
 def minibert_tied(ids, W_word, head):
     """The word lookup, then minibert's MLM head (model/heads.py) with its decoder tied to W_word."""
-    d, n = cases.DENSE, cases.NORM
+    d, n = DENSE, NORM
     w = HeadWeights(dense=Linear(head[d + ".weight"], head[d + ".bias"], None, None),
                     norm=Norm(head[n + ".weight"], head[n + ".bias"], None, None),
                     decoder=Linear(W_word, head["bias"], None, None),
@@ -184,7 +187,7 @@ def minibert_tied(ids, W_word, head):
 def _check_tied(r: Report, rng) -> None:
     ids = np.array([[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]])              # 1, 3 and 5 repeated; 0, 7, 10 absent
     W_word = rng.standard_normal((V, H))
-    head = random_params(rng, cases.head_shapes(H, V))
+    head = random_params(rng, head_shapes(H, V))
     logits, cache = call_forward(r, "tied_mlm_forward", ids, W_word, head)
     logits = as_array(r, "logits", logits, ids.shape + (V,), "logits are (B, T, V): one score per word of the "
                                                               "vocabulary, t W_word^T + b")
@@ -205,3 +208,8 @@ def _check_tied(r: Report, rng) -> None:
     for name in head:
         compare(r, f"d {name} vs numerical gradient", dhead[name], numerical[name],
                 known=T.known(lambda m, n=name: grads(m)[1][n], of=of))
+
+
+# what each part checks: a notebook checks one function at a time (checks/__init__.py)
+PARTS = ((("encoder_layer_forward", "encoder_layer_backward"), _check_layers),
+         (("tied_mlm_forward", "tied_mlm_backward"), _check_tied_model))

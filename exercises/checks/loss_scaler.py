@@ -19,11 +19,6 @@ SHAPES = ((3, 4), (5,), (2, 2))
 UNSCALE_TOL = 1e-6      # float32 results: dividing by a scale that is not a power of two rounds once
 
 
-def check(r: Report) -> None:
-    _check_unscale(r)
-    _check_update(r)
-
-
 # ------------------------------------------------------------------ unscale_and_check
 def _gradients(rng, scale, poison=None):
     """Gradients of scale * loss in float32, small ones among them; poison=(tensor, value) plants an inf or NaN."""
@@ -155,3 +150,7 @@ def _expect(r: Report, what, got, want, known, show=True) -> None:
         return
     hint = diagnose(np.array(got, dtype=np.float64), known) or cases.RULE
     r.fail(f"{what}: {_show(got)}, LossScaler gives {_show(want)}" if show else what, hint)
+
+
+# what each part checks: a notebook checks one function at a time (checks/__init__.py)
+PARTS = ((("unscale_and_check",), _check_unscale), (("update_scale",), _check_update))

@@ -25,10 +25,13 @@ FLAG_5 = [0.571, None, 0.532, 0.604, 0.559]   # five seeds, each setting missing
 DEFAULT_5 = [0.552, 0.498, 0.541, None, 0.583]
 
 
-def check(r: Report) -> None:
+def _check_spreads(r: Report) -> None:
     _check_spread(r, DEFAULT, "3 seeds")
     _check_spread(r, FLAG_5, "5 seeds, one None")
     _check_spread(r, [None, None, None], "no number at all")
+
+
+def _check_pairs(r: Report) -> None:
     _check_paired(r, FLAG, DEFAULT, "3 seeds")
     _check_paired(r, FLAG_5, DEFAULT_5, "5 seeds with Nones")
     _check_paired(r, [None, 0.61], [0.55, None], "no seed paired")
@@ -93,3 +96,7 @@ def _or(raised, where):
     def hint(exc):
         return raised(exc) or (cases.EMPTY if where == "no number at all" else None)
     return hint
+
+
+# what each part checks: a notebook checks one function at a time (checks/__init__.py)
+PARTS = ((("mean_and_spread",), _check_spreads), (("paired_differences",), _check_pairs))

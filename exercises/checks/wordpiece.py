@@ -10,6 +10,7 @@ group, or else on that input.
 """
 from __future__ import annotations
 
+from minibert.data.basic_tokenizer import BasicTokenizer
 from minibert.data.tokenizer import WordPieceTokenizer
 
 from ..calls import call_each
@@ -45,9 +46,10 @@ WORD_GROUPS = [
     ("max_chars: only longer words are [UNK]", {}, ["a" * 100, "ab" * 50, "a" * 101, "want" * 30]),
     ("other unk_token and max_chars", None, None),
 ]
-ARGUMENTS = [("qu", {"unk_token": "<unk>"}), ("unwantedq", {"unk_token": "<unk>"}),
-             ("unwanted", {"max_chars": 8}), ("unwanteds", {"max_chars": 8}), ("token", {"max_chars": 4}),
-             ("a" * 150, {"max_chars": 200})]
+# (word, arguments, the pieces): minibert's tokenizer fixes both arguments, so these are written out
+ARGUMENTS = [("qu", {"unk_token": "<unk>"}, ["<unk>"]), ("unwantedq", {"unk_token": "<unk>"}, ["<unk>"]),
+             ("unwanted", {"max_chars": 8}, ["un", "##want", "##ed"]), ("unwanteds", {"max_chars": 8}, ["[UNK]"]),
+             ("token", {"max_chars": 4}, ["[UNK]"]), ("a" * 150, {"max_chars": 200}, ["a"] + ["##a"] * 149)]
 
 # the hint of a failure that no usual mistake explains
 RULES = {"basic_tokenize": "follow steps a to e of the stub's docstring in order; print basic_tokenize of the "
@@ -59,20 +61,22 @@ SENTENCES = ["Unwanted running, tokenization!", "The QUEUE plays.", "Crème brû
              "  playing's  the token ", ""]
 
 
-def check(r: Report) -> None:
+def _check_basic(r: Report) -> None:
     for what, lower, texts in BASIC_GROUPS:
         calls = [((t,), {"do_lower_case": lower}) for t in texts]
-        _group(r, "basic_tokenize", what, calls, [T.right["basic_tokenize"](t, lower) for t in texts])
+        _group(r, "basic_tokenize", what, calls, [BasicTokenizer(do_lower_case=lower).tokenize(t) for t in texts])
+
+
+def _check_words(r: Report) -> None:
     reference = WordPieceTokenizer(VOCAB)
     for what, kwargs, words in WORD_GROUPS:
         if words is None:
-            calls = [((w, set(VOCAB)), kw) for w, kw in ARGUMENTS]
-            want = [T.right["wordpiece_word"](w, set(VOCAB), **kw) for w, kw in ARGUMENTS]
+            calls = [((w, set(VOCAB)), kw) for w, kw, _ in ARGUMENTS]
+            want = [pieces for _, _, pieces in ARGUMENTS]
         else:
             calls = [((w, set(VOCAB)), kwargs) for w in words]
             want = [reference.tokenize(w) for w in words]
         _group(r, "wordpiece_word", what, calls, want)
-    _check_sentences(r, reference)
 
 
 def _group(r: Report, func: str, what: str, calls, want) -> bool:
@@ -102,15 +106,10 @@ def _words(r: Report, func: str, args, result) -> list:
 
 def _recognise(func: str, calls, got, bad):
     """The hint of the first case that gives ``got`` on all ``calls``, else on call ``bad``; or None."""
-    results = []
-    for case in T.cases:
-        if func not in case.wrong:
-            continue
-        theirs = [_quiet(case.wrong[func], args, kwargs) for args, kwargs in calls]
-        if theirs == got:
-            return case.hint
-        results.append((case, theirs))
-    return next((case.hint for case, theirs in results if theirs[bad] == got[bad]), None)
+    results = [(o.case, o.value) for o in T.each(
+        lambda m: [_quiet(getattr(m, func), args, kwargs) for args, kwargs in calls], of=func) if o.raised is None]
+    return next((case.hint for case, theirs in results if theirs == got), None) or next(
+        (case.hint for case, theirs in results if theirs[bad] == got[bad]), None)
 
 
 def _quiet(func, args, kwargs):
@@ -120,8 +119,9 @@ def _quiet(func, args, kwargs):
         return None
 
 
-def _check_sentences(r: Report, reference: WordPieceTokenizer) -> None:
+def _check_sentences(r: Report) -> None:
     """basic_tokenize, then wordpiece_word on each word: minibert's WordPieceTokenizer.tokenize."""
+    reference = WordPieceTokenizer(VOCAB)
     words = [_words(r, "basic_tokenize", (s,), res)
              for s, res in zip(SENTENCES, call_each(r, "basic_tokenize", [((s,), {}) for s in SENTENCES]))]
     flat = [w for ws in words for w in ws]
@@ -149,3 +149,8 @@ def _show(value, limit: int = 60) -> str:
         head = repr(value[:6])[:-1]
         return f"{head}, ...] ({len(value)} items)"
     return repr(value)
+
+
+# what each part checks: a notebook checks one function at a time (checks/__init__.py)
+PARTS = ((("basic_tokenize",), _check_basic), (("wordpiece_word",), _check_words),
+         (("basic_tokenize", "wordpiece_word"), _check_sentences))
