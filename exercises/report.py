@@ -8,6 +8,7 @@ that only repeat the first.
 """
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 
@@ -35,11 +36,12 @@ class Report:
     # ------------------------------------------------------------------ recording
     def ok(self, what: str) -> None:
         self.n_ok += 1
-        self.lines.append(f"  ok    {what}")
+        self.lines.append(f"  ok    {one_line(what)}")
 
     def fail(self, what: str, hint: str | None = None) -> None:
         if self.status != "todo":
             self.status = "fail"
+        what, hint = one_line(what), hint and one_line(hint)
         self.lines.append(f"  FAIL  {what}")
         self.failures.append((what, hint or None))
         if hint:
@@ -93,6 +95,16 @@ class Report:
         else:
             out.append("  -> failed: read the first FAIL line and its hint, fix it, run again.")
         return "\n".join(out + self.output)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: a line break or other control character (from a student's exception
+    message, say) written as its escape, so no text can print a line that looks like the report's own."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c == "\t" or unicodedata.category(c) not in ("Cc", "Zl", "Zp") else repr(c)[1:-1]
+                   for c in text)
 
 
 def _short(path: str) -> str:

@@ -65,7 +65,12 @@ def _files_in(folder: Path, names) -> dict:
     chosen = {}
     for name, paths in hits.items():
         path = min(paths, key=lambda p: (len(p.parts), str(p)), default=None)
-        chosen[name] = None if path is None else (_refusal(path, path.relative_to(folder)) or path)
+        twins = sorted(shown(p.relative_to(folder)) for p in paths if len(p.parts) == len(path.parts)) if path else []
+        if len(twins) > 1:             # which one the student meant is not ours to guess
+            chosen[name] = Refused(f"{len(twins)} files {name}.py at the same depth ({', '.join(twins[:3])}"
+                                   f"{', ...' if len(twins) > 3 else ''}): keep the one to be graded")
+        else:
+            chosen[name] = None if path is None else (_refusal(path, path.relative_to(folder)) or path)
     return chosen
 
 

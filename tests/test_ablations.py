@@ -153,7 +153,7 @@ def test_no_nsp_run_trains_mlm_alone_and_exports_a_model_transformers_loads(corp
     nsp = checks["NSP: beyond the class prior"]
     assert (nsp.verdict, nsp.evidence) == ("not checked", "not trained: --no-nsp")
     # packed sentences are sequences, not pairs
-    assert "training sequences" in checks["repeated pairs: --dupe-factor against the steps"].evidence
+    assert "training sequences" in checks["repeated sequences: --dupe-factor against the steps"].evidence
     assert "pairs" not in checks["memorising: training against held-out"].evidence
     assert json.loads((tmp_path / "run.json").read_text())["data"]["not_next_share"] is None
     torch = pytest.importorskip("torch")
@@ -181,7 +181,7 @@ def test_no_nsp_messages_never_speak_of_nsp_pairs(corpus_file, tmp_path, capsys)
     assert "IsNext" not in said.out + said.err and "NotNext" not in said.out + said.err, said
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["n_masked"] > 0
     pairs = {c.name: c for c in diagnose(out, plot=False, measure=False).checks}[
-        "repeated pairs: --dupe-factor against the steps"]
+        "repeated sequences: --dupe-factor against the steps"]
     assert pairs.verdict == "warning" and "each sequence then comes back" in pairs.advice, pairs
     assert "pair" not in pairs.evidence + pairs.advice, pairs
 

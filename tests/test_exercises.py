@@ -508,3 +508,19 @@ def test_make_student_bad_targets_are_one_line(tmp_path):
         assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert (tmp_path / "nb").is_dir()
+
+
+def test_a_students_message_cannot_print_a_line_of_the_report():
+    """An exception message with line breaks stays on its FAIL line: it cannot add a line that reads
+    like the report's own ([PASS], ok) under the verdict."""
+    from types import SimpleNamespace
+    fake = "no\n[PASS] gelu\n  ok    forward vs minibert\r\n  -> passed: all 2 checks are right."
+
+    def gelu_forward(x):
+        raise ValueError(fake)
+    module = SimpleNamespace(gelu_forward=gelu_forward, gelu_backward=TABLES["gelu"].module.gelu_backward)
+    text = run_check("gelu", module).render()
+    lines = text.splitlines()
+    assert lines[0].startswith("[FAIL] gelu") and not any(
+        line.startswith(("[PASS]", "  ok", "  -> passed")) for line in lines), text
+    assert "no\\n[PASS] gelu" in text

@@ -618,3 +618,17 @@ def test_the_grader_killed_leaves_no_process_behind(tmp_path):
         os.kill(pid, 9)
     assert left == [], "processes outlived the grader"
     assert not (tmp_path / "out").exists()
+
+
+def test_two_files_of_one_exercise_at_the_same_depth_are_a_refused_row(tmp_path):
+    """alice/a/gelu.py and alice/b/gelu.py: which one is meant is not the grader's to guess; a
+    shallower one is still chosen over deeper ones."""
+    from exercises.submissions import Refused, find_submissions
+    for sub in ("alice/a", "alice/b", "bob/x", "bob/x/deeper"):
+        (tmp_path / sub).mkdir(parents=True)
+    for sub in ("alice/a", "alice/b", "bob/x", "bob/x/deeper"):
+        (tmp_path / sub / "gelu.py").write_text("x = 1\n")
+    found = find_submissions(tmp_path, ["gelu"])
+    assert isinstance(found["alice"]["gelu"], Refused)
+    assert "2 files gelu.py at the same depth (a/gelu.py, b/gelu.py)" in found["alice"]["gelu"]
+    assert found["bob"]["gelu"] == tmp_path / "bob" / "x" / "gelu.py"

@@ -193,14 +193,22 @@ def test_a_folder_where_a_file_belongs_is_called_a_folder(tmp_path):
     assert f"{tmp_path / 'ex' / 'gelu.py'} is a folder, not a file" in done.stdout
 
 
-def test_an_unknown_minibert_attention_is_named_once():
+def test_an_unknown_gpu_switch_is_named_once():
     # MINIBERT_ATTENTION=flahs (or Flash) left the fused attention off without a word
     # read when a GPU model's ops are imported; the CPU imports the module all the same
     show = "import minibert.accel.cuda.flash as flash; print(flash.ENABLED)"
     unknown = ("minibert: warning: MINIBERT_ATTENTION='flahs' is not a value it takes: 'flash' (fused attention "
-               "in mixed precision on a GPU) or unset (unfused); using the unfused attention")
+               "in mixed precision on a GPU) or unset (unfused attention); using the unfused attention")
     for value, enabled, said in (("flahs", "False", unknown), ("flash", "True", ""), ("", "False", "")):
         done = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, cwd=ROOT,
                               env={**os.environ, "MINIBERT_ATTENTION": value})
         assert done.returncode == 0 and done.stdout.strip() == enabled, done
         assert done.stderr.strip() == said, done.stderr
+    # MINIBERT_CUBLAS=Direct likewise left the products to CuPy without a word
+    show = "import minibert.accel.cuda.gemm as gemm; print(gemm.DIRECT)"
+    for value, enabled, said in (("Direct", "False", "MINIBERT_CUBLAS='Direct' is not a value it takes: 'direct'"),
+                                 ("direct", "True", ""), ("", "False", "")):
+        done = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "MINIBERT_CUBLAS": value})
+        assert done.returncode == 0 and done.stdout.strip() == enabled, done
+        assert said in done.stderr and (said or not done.stderr.strip()), done.stderr

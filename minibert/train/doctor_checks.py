@@ -247,8 +247,8 @@ def check_pairs(log: RunLog) -> Check:
     over the text) saw each about 4 times, ``make demo`` about 10; seen many more times, NSP learns
     which of its segments go together.
     """
-    name = "repeated pairs: --dupe-factor against the steps"
     unit = "sequence" if log.arg("no_nsp", False) else "pair"     # --no-nsp: packed sentences, no pairs
+    name = f"repeated {unit}s: --dupe-factor against the steps"
     evals = [e for e in log.evals if e["step"] > 0]
     seen, passes = exposure(log, log.step)
     if passes is None:

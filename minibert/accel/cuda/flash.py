@@ -15,8 +15,6 @@ Off unless ``ENABLED`` (MINIBERT_ATTENTION=flash, or ``benchmarks/bench_step.py`
 from __future__ import annotations
 
 import math
-import os
-import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -24,21 +22,11 @@ import numpy as np
 from ...ops.attention import operand
 from . import kernels
 from .flash_source import FLASH_BWD_DKDV, FLASH_BWD_DQ, FLASH_COMMON, FLASH_FWD
+from .settings import switch
 
 
-def _from_environment() -> bool:
-    """MINIBERT_ATTENTION=flash turns it on (and is the default a benchmark's forms go back to); unset
-    or empty leaves it off.  Read at import, where an exception would stop any use of the GPU's ops:
-    another value is said once on stderr, and leaves it off."""
-    value = os.environ.get("MINIBERT_ATTENTION", "")
-    if value not in ("", "flash"):
-        print(f"minibert: warning: MINIBERT_ATTENTION={value!r} is not a value it takes: 'flash' (fused "
-              f"attention in mixed precision on a GPU) or unset (unfused); using the unfused attention",
-              file=sys.stderr)
-    return value == "flash"
-
-
-FROM_ENVIRONMENT = _from_environment()
+FROM_ENVIRONMENT = switch("MINIBERT_ATTENTION", "flash", "fused attention in mixed precision on a GPU",
+                          "unfused attention")
 ENABLED = FROM_ENVIRONMENT
 HEAD_SIZE = 64          # the kernels' D
 TILE = 64               # rows of a tile: a block of 4 warps

@@ -16,13 +16,13 @@ stack is passed as that stack with cuBLAS's "transpose" flag, again without a co
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
 
 from ...ops.common import get_array_module
 from . import cublas, kernels
+from .settings import switch
 
 CUDA_R_16F = 2                           # cudaDataType: float16
 
@@ -75,7 +75,8 @@ def plan(a, b) -> Plan | None:
 # Every product of accel.cuda's ops by cuBLAS through ctypes (``cublas.py``), which a CUDA graph
 # can capture: set by ``graph.py`` (or MINIBERT_CUBLAS=direct).  Unset, float32 products are
 # CuPy's, float16 stacks go to cuBLAS through CuPy's binding below.
-DIRECT = os.environ.get("MINIBERT_CUBLAS") == "direct"
+DIRECT = switch("MINIBERT_CUBLAS", "direct", "every product by a cuBLAS call a CUDA graph can capture",
+                "products by CuPy")
 
 
 def matmul(a, b):
