@@ -152,7 +152,7 @@ def main(argv=None) -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep the runs the results file already holds (of the same recipe) and run the rest")
     p.add_argument("--only", action="append", choices=list(ABLATIONS), metavar="NAME",
-                   help=f"run only this ablation (repeatable; one of: {', '.join(ABLATIONS)})")
+                   help=f"run only this ablation (repeatable; one of: {', '.join(ABLATIONS).replace('%', '%%')})")
     p.add_argument("--merge", nargs="+", type=Path, metavar="FILE",
                    help="join the runs of these results files (of the same recipe) into --out; run nothing")
     p.add_argument("--runs-dir", type=Path, help="keep the run folders here (default: a temporary folder)")
