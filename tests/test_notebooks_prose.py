@@ -282,10 +282,11 @@ def claims_06(outputs):
             re.finditer(r"^\s*(\d+)\s+" + r"\s+".join([NUM] * 4) + "$", t, re.MULTILINE)}
     assert sorted(adam) == [1, 2, 3, 5, 10, 20, 30]
     assert all(float(v[0]) < 1 for v in adam.values()), "'with the correction the RMS step stays below eta'"
-    assert all(float(v[2]) < float(v[3]) for v in adam.values()), "'the measured ratio stays a little under the factor'"
-    assert f"{float(adam[1][2]):.1f}" == "2.5", "'2.5 times at the first step'"
+    assert all(float(v[2]) < float(v[3]) for v in adam.values()), "'by less than the factor computed above'"
     assert all(round(float(adam[k][2])) == 6 for k in (10, 20)), "'about 6 times from the tenth to the twentieth'"
-    yield "2.5 times at the first step, about 6 times from the tenth to the twentieth"
+    low, high = sorted(f"{float(adam[k][3]):.1f}" for k in (10, 20))
+    yield (f"{adam[1][2]} times against {adam[1][3]} at the first step, about 6 times against {low} to {high} "
+           f"from the tenth to")
 
     # the five 600-step runs: PyTorch's AdamW and BERT's Adam
     t = output_with(outputs, "held-out MLM at step 100")
