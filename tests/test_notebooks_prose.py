@@ -933,8 +933,10 @@ def claims_11(outputs):
     assert abs(gap - (float(l0) - float(l1)) * (0.5 - share)) < 2e-3, "the prose's formula for the gap"
     yield (f"It is largest in batch {k}, whose halves hold {m0} and {m1} masked positions, with mean losses "
            f"{l0} and {l1}, and the mean of the means, {means}, is below the batch's mean, {whole}")
-    yield (f"by ${float(l0) - float(l1):.3f} \\times (0.5 - {share:.1f}) = {gap:.3f}$. That is "
-           f"{abs(gap) / float(whole):.1%} of the loss")
+    product = (float(l0) - float(l1)) * (0.5 - share)
+    assert f"{product:.3f}" == f"{gap:.3f}", "the product is the gap as printed"
+    yield (f"by ${float(l0) - float(l1):.3f} \\times (0.5 - {m0}/{M}) = {float(l0) - float(l1):.3f} \\times "
+           f"({0.5 - share:.3f}) = {gap:.3f}$. That is {abs(gap) / float(whole):.1%} of the loss")
     yield f"here {f0} and {f1}"
     yield f"the gradient as a whole is off by {off}%"
 
