@@ -9,7 +9,11 @@ runs them.  An exercise is two code cells, marked with cell tags:
 * ``check``: the call to ``exercises.notebook.check`` that judges them; in the
   student copy its output is cleared.
 
-Every other cell is copied as it is, outputs included.
+The student copy also clears the outputs that would give an answer away: of
+every later cell that calls a function an exercise's solution defines (its
+printout is the solution's), and of the cell that a "Predict, then run"
+question asks the student to predict.  Every other cell is copied as it is,
+outputs included.
 """
 from __future__ import annotations
 
@@ -67,15 +71,46 @@ def exercise_cells(nb) -> list[tuple[int, int]]:
     return pairs
 
 
+PREDICT = "Predict, then run"        # a question whose answer the next code cell prints
+
+
+def revealing_cells(nb) -> set[int]:
+    """The code cells whose outputs give an answer away: the exercises' own, the cells after a
+    solution that call a function it defines, and the cell a "Predict, then run" question is about."""
+    cells, found, defined = nb["cells"], set(), set()
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown" and PREDICT in source(cell):
+            found.update(j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"
+                         and not any(c["cell_type"] == "code" for c in cells[i + 1:j]))
+        if cell["cell_type"] != "code":
+            continue
+        if SOLUTION in tags(cell) or CHECK in tags(cell):
+            found.add(i)
+            if SOLUTION in tags(cell):
+                defined |= {node.name for node in ast.parse(source(cell)).body if isinstance(node, ast.FunctionDef)}
+        elif defined and defined & _names(source(cell)):
+            found.add(i)
+    return found
+
+
+def _names(text: str) -> set[str]:
+    try:
+        return {node.id for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Name)}
+    except SyntaxError:                       # IPython syntax (%magic): no Python names to read
+        return set()
+
+
 def student_notebook(nb) -> dict:
-    """``nb`` (a notebook as JSON) with its solution cells made stubs and its checks' outputs cleared."""
+    """``nb`` (a notebook as JSON) with its solution cells made stubs and the outputs that reveal an
+    answer cleared (``revealing_cells``)."""
     nb = json.loads(json.dumps(nb))
-    for cell in nb["cells"]:
+    clear = revealing_cells(nb)
+    for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
         if SOLUTION in tags(cell):
             cell["source"] = stub_of(cell)
-        if SOLUTION in tags(cell) or CHECK in tags(cell):
+        if i in clear:
             cell["outputs"], cell["execution_count"] = [], None
     return nb
 
