@@ -45,3 +45,20 @@ def test_every_exercise_is_one_assignment():
     listed = [name for line in text.split("\n* ")[1:] for name in re.findall(r"`(\w+)`", line.split(":", 1)[1])
               if name in EXERCISES]
     assert sorted(listed) == sorted(EXERCISES)
+
+
+def test_the_architecture_figure_is_drawn_by_its_script(tmp_path):
+    """notebooks/figures/bert_architecture.png is what tools/draw_architecture.py draws (the same
+    size: the pixels differ with the fonts a machine has), and the course shows it."""
+    import subprocess
+
+    from PIL import Image
+    out = tmp_path / "bert.png"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "draw_architecture.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    committed = ROOT / "notebooks" / "figures" / "bert_architecture.png"
+    assert abs(Image.open(out).size[0] - Image.open(committed).size[0]) <= 20
+    for name in ("02_building_blocks", "03_attention", "09_what_bert_is_not"):
+        assert "](figures/bert_architecture.png)" in (ROOT / "notebooks" / f"{name}.ipynb").read_text()
+    assert "](notebooks/figures/bert_architecture.png)" in (ROOT / "README.md").read_text()
