@@ -784,9 +784,13 @@ def claims_10(outputs):
     step, k = numbers(t, r"^the first step taken is step (\d+), at scale 2\^(\d+): (?:\d+) skipped steps")
     assert int(step) == 40 - int(k), "'one per halving from 2^40'"
     yield f"The first step taken is step {step}, at scale $2^{{{k}}}$: {step} skipped steps in a row"
-    (estimate,) = numbers(output_with(outputs, "largest |gradient|"), r"= 2\^" + NUM + " overflows it")
-    assert int(k) > float(estimate), "'a little above section 5's estimate'"
-    yield f"The scale that first fits is a little above section 5's $2^{{{estimate}}}$"
+    (estimate,) = numbers(output_with(outputs, "largest |gradient|"), r"^largest \|gradient\| .*= 2\^" + NUM + "$")
+    assert int(k) > float(estimate), "'the bound of 2^17.6 above was too cautious'"
+    yield f"a scale above $2^{{{estimate}}}$ would overflow the largest"
+    sweep = output_with(outputs, "inf or NaN from 2^")
+    (first_inf,) = numbers(sweep, r"inf or NaN from 2\^(\d+) on")
+    assert int(first_inf) == int(k) + 2, "'finite at 2^18, inf from 2^20' (the sweep goes by factors of 4)"
+    yield f"(finite at $2^{{{k}}}$, inf from $2^{{{first_inf}}}$)"
 
     # on a GPU: the H200's steps, float32 against mixed precision (section 8)
     yield from claims_10_gpu(outputs)
