@@ -1002,6 +1002,24 @@ def claims_12_wikitext2(outputs, builtin):
     below = [n for n in SETTINGS_12[2:] if all(x < 0 for x in paired(cells[n][4]))]
     assert below == ["30% masked", "pre-LN"], f"'two of them are below the default on all three seeds': {below}"
     yield "`--mlm-probability 0.3` is {} ± {}, a mean {} spreads".format(*pair["30% masked"])
+
+    # the rule, applied to every flag: the 99% t interval of the paired mean
+    rule = output_with(outputs, "t interval of each flag's paired mean")
+    on_builtin, on_wt2 = rule.split("\nwikitext-2: ")[0], rule.split("\nwikitext-2: ")[1]
+    interval = {n: numbers(on_wt2, rf"^\s+{re.escape(n)}\s+(\[[-+]\d\.\d+, [-+]\d\.\d+\])\s+(.+)$")
+                for n in SETTINGS_12 if n != "default"}
+    assert [n for n, (_, said) in interval.items() if said == "changes the loss"] == ["30% masked"], \
+        "'one flag changes the held-out MLM loss on WikiText-2 ... masking 30%'"
+    assert "changes the loss" not in on_builtin, "'on the built-in corpus none does'"
+    widths = [float(b) - float(a) for a, b in re.findall(r"\[([-+]\d\.\d+), ([-+]\d\.\d+)\]", on_builtin)]
+    assert min(widths) > 1, "'every interval there is wider than a nat'"
+    yield f"the 99% t interval of their mean, {interval['no NSP'][0]}"
+    yield f"the one flag whose interval excludes zero, {interval['30% masked'][0]}"
+    yield f"`--pre-ln`'s, {interval['pre-LN'][0]}, does not"
+    (t99,) = numbers(rule, r"\(t = (\d+\.\d\d) with 2 degrees of freedom\)")
+    (narrower,) = numbers(rule, r"every interval (\d\.\d\d) times as wide as with three")
+    yield f"a quantile of {t99} at 99%"
+    yield f"give intervals {narrower} times as wide"
     yield "`--pre-ln` {} ± {}, {} spreads".format(*pair["pre-LN"])
     ratios = {n: float(r) for n, (_, _, r) in pair.items()}
     assert ratios["30% masked"] == max(ratios.values()) and ratios["30% masked"] > 2 * ratios["pre-LN"]
