@@ -49,6 +49,13 @@ def test_the_recorded_table_gives_every_case_its_hint(name, replayed):
         assert report.passed, f"{variant}\n{report.render()}"
 
 
+def test_every_computation_of_every_check_is_recorded(recorded_cases):
+    """No check asks about a computation that closes over something fingerprint.key cannot name:
+    such a computation would go unrecorded, and its hint would be lost in the student copy."""
+    from exercises.cases.recorded import unkeyable
+    assert unkeyable(recorded_cases) == []
+
+
 def test_a_lost_recording_gives_no_hint_never_a_wrong_one(replayed):
     """A computation the recording does not hold (here: all of them) finds no case: the report
     falls back to the check's own rule, and names no mistake the student did not make."""

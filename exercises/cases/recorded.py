@@ -64,7 +64,8 @@ def save(rec: Recording, tables: dict, modules: dict, path: Path = FILE) -> None
             "named": _named(modules[name], table),
             "entries": entries}
     with gzip.open(path, "wb", compresslevel=6) as f:
-        write_frame(f, {"format": FORMAT, "exercises": exercises}, enc.blobs)
+        write_frame(f, {"format": FORMAT, "exercises": exercises, "unkeyable": sorted(set(rec.unkeyable))},
+                    enc.blobs)
 
 
 def _row(enc: Encoder, value, raised, like_right):
@@ -183,6 +184,12 @@ globals().update(_named)
 
 # ------------------------------------------------------------------ in the student copy
 _LOADED: dict = {}
+
+
+def unkeyable(path: Path = FILE) -> list:
+    """The computations the recording could not name (so gives no hint for): none, when all is well."""
+    with gzip.open(path, "rb") as f:
+        return read_frame(f)[0].get("unkeyable", [])
 
 
 def exercise(name: str, path: Path = FILE):
