@@ -80,8 +80,7 @@ def revealing_cells(nb) -> set[int]:
     cells, found, defined = nb["cells"], set(), set()
     for i, cell in enumerate(cells):
         if cell["cell_type"] == "markdown" and PREDICT in source(cell):
-            found.update(j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"
-                         and not any(c["cell_type"] == "code" for c in cells[i + 1:j]))
+            found.add(next((j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"), None))
         if cell["cell_type"] != "code":
             continue
         if SOLUTION in tags(cell) or CHECK in tags(cell):
@@ -90,7 +89,7 @@ def revealing_cells(nb) -> set[int]:
                 defined |= {node.name for node in ast.parse(source(cell)).body if isinstance(node, ast.FunctionDef)}
         elif defined and defined & _names(source(cell)):
             found.add(i)
-    return found
+    return found - {None}
 
 
 def _names(text: str) -> set[str]:

@@ -183,7 +183,8 @@ globals().update(_named)
 
 
 # ------------------------------------------------------------------ in the student copy
-_LOADED: dict = {}
+_FILES: dict = {}             # {path: (the file's header's exercises, its decoder)}
+_TABLES: dict = {}            # {(path, exercise): (table, named constants)}
 
 
 def unkeyable(path: Path = FILE) -> list:
@@ -194,16 +195,16 @@ def unkeyable(path: Path = FILE) -> list:
 
 def exercise(name: str, path: Path = FILE):
     """(the exercise's table, {constant name: value}) from the recorded file."""
-    if (path, name) in _LOADED:
-        return _LOADED[path, name]
-    if path not in _LOADED:
+    if (path, name) in _TABLES:
+        return _TABLES[path, name]
+    if path not in _FILES:
         with gzip.open(path, "rb") as f:
             header, blob = read_frame(f)
         if header.get("format") != FORMAT:
             raise RuntimeError(f"{path} is not a table of recorded cases of this version "
                                f"(remake the student copy with python -m exercises make-student)")
-        _LOADED[path] = header["exercises"], Decoder(blob)
-    everything, dec = _LOADED[path]
+        _FILES[path] = header["exercises"], Decoder(blob)
+    everything, dec = _FILES[path]
     data = everything[name]
     table = Table(name)
     table.functions = tuple(data["functions"])
@@ -213,7 +214,7 @@ def exercise(name: str, path: Path = FILE):
     by_name = {c.name: c for c in table.cases}
     named = {attr: by_name[v["case"]] if "case" in v else tuple(v["value"]) if v["tuple"] else v["value"]
              for attr, v in data["named"].items()}
-    _LOADED[path, name] = table, named
+    _TABLES[path, name] = table, named
     return table, named
 
 
