@@ -31,3 +31,9 @@ EXERCISES = {
     "ring_allreduce": "the ring allreduce over simulated ranks: reduce-scatter, then all-gather",
     "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
 }
+
+# the capstone, after the pieces: BERT put together from them and trained (notebook 13)
+CAPSTONE = {
+    "bert": "the capstone: BERT for pre-training from your own pieces, forward, backward and its training loop",
+}
+CHECKABLE = {**EXERCISES, **CAPSTONE}

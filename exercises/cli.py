@@ -26,10 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import EXERCISES
+from . import CAPSTONE, CHECKABLE, EXERCISES
 from .cases.recorded import write_student_cases
 from .grade import add_grade_parser, refuse_unknown, run_grade
-from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, LoadError, Worker, check_isolated, source_file
+from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TIMEOUTS, LoadError, Worker, check_isolated, source_file
 from .student_notebooks import make_student_notebooks
 from .worker import import_message, source_module
 
@@ -67,7 +67,7 @@ def load_module(name: str, source: str = "stubs"):
     return module
 
 
-def check(names, source="stubs", out=sys.stdout, timeout=DEFAULT_TIMEOUT, memory_mb=DEFAULT_MEMORY_MB) -> bool:
+def check(names, source="stubs", out=sys.stdout, timeout=None, memory_mb=DEFAULT_MEMORY_MB) -> bool:
     """Check the named exercises, each in its own worker process; print a verdict for each;
     return True when all pass."""
     results = []
@@ -200,8 +200,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "list":
-        width = max(map(len, EXERCISES))
+        width = max(map(len, CHECKABLE))
         for name, what in EXERCISES.items():
+            print(f"  {name:<{width}}  {what}")
+        print("\nthe capstone, once the pieces pass (notebook 13):")
+        for name, what in CAPSTONE.items():
             print(f"  {name:<{width}}  {what}")
         print("\ncheck one with:  python -m exercises check NAME")
         return 0
@@ -222,8 +225,8 @@ def main(argv=None) -> int:
     if args.command == "grade":
         return run_grade(args, parser)
 
-    names = list(EXERCISES) if args.names == ["all"] else args.names
-    refuse_unknown(names, parser)
+    names = list(CHECKABLE) if args.names == ["all"] else args.names
+    refuse_unknown(names, parser, CHECKABLE)
     source = "solutions" if args.solutions else (args.path or "stubs")
     if args.path and Path(args.path).is_file() and len(names) > 1:
         parser.error("--path FILE checks one exercise; give a directory to check several")
@@ -235,8 +238,9 @@ def main(argv=None) -> int:
 
 
 def _limits(p) -> None:
-    p.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, metavar="S",
-                   help=f"seconds each exercise may take (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--timeout", type=_positive, default=None, metavar="S",
+                   help=f"seconds each exercise may take (default {DEFAULT_TIMEOUT:g}; "
+                        f"{', '.join(f'{n} {t:g}' for n, t in TIMEOUTS.items())})")
     p.add_argument("--memory-mb", type=_positive, default=DEFAULT_MEMORY_MB, metavar="MB",
                    help=f"address space of the process that runs the student's code, where the platform "
                         f"can limit it (default {DEFAULT_MEMORY_MB})")

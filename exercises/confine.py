@@ -44,7 +44,7 @@ from .cgroups import CheckGroups, run_groups
 
 HERE = Path(__file__).resolve().parent
 # what of the exercises package the worker needs: it runs the student's code and nothing else
-WORKER_MODULES = ("__init__.py", "worker.py", "codec.py", "protocol.py")
+WORKER_MODULES = ("__init__.py", "worker.py", "codec.py", "protocol.py", "pieces.py")
 INSIDE = "/grader"                      # the worker's modules, and the trace file, in the sandbox
 SUBMISSION = "/submission"              # the student's file, in the sandbox
 TMP_BYTES = 16 << 20                    # the sandbox's /tmp, a tmpfs of its own

@@ -286,8 +286,8 @@ def exercise_names(text: str, parser) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def refuse_unknown(names: list[str], parser) -> None:
-    """A usage error naming each of ``names`` that is not an exercise (``grade`` and ``check``)."""
-    unknown = [n for n in names if n not in EXERCISES]
+def refuse_unknown(names: list[str], parser, known=EXERCISES) -> None:
+    """A usage error naming each of ``names`` that is not one of ``known`` (``grade`` and ``check``)."""
+    unknown = [n for n in names if n not in known]
     if unknown:
-        parser.error(f"unknown exercise(s) {', '.join(unknown)}; choose from: all, {', '.join(EXERCISES)}")
+        parser.error(f"unknown exercise(s) {', '.join(unknown)}; choose from: all, {', '.join(known)}")

@@ -194,4 +194,22 @@ HINTS: dict[str, tuple[str, ...]] = {
         "reduce-scatter step s: c = (r - s) % R; state[(r + 1) % R][c] = state[(r + 1) % R][c] + message.\n"
         "all-gather step s: c = (r + 1 - s) % R; state[(r + 1) % R][c] = message.",
     ),
+    "bert": (
+        "Write the forward pass as notebook 13's list of pieces, in order, keeping every piece's cache under "
+        "a name of its own; the backward pass walks the same list backwards. Three values are used twice and "
+        "collect two gradients each: every residual input, the last layer's output (the pooler reads [CLS], "
+        "the MLM head reads every position), and the word table (the lookup and the decoder). The training "
+        "loop is notebook 06's loop, with your functions in place of minibert's.",
+        "The MLM head runs at every position, (B, T, H) -> (B * T, V) logits, and the labels -100 leave the "
+        "other positions out of the loss; the two losses are added, so each backward starts from 1.0. "
+        "Split (B, T, H) -> (B, A, T, D) for attention and merge back, as in exercise encoder_layer. "
+        "In train, keep m and v per parameter, zeros at first; clip all the gradients together, then update "
+        "each parameter with its own decay flag.",
+        "dt, dW_decoder, db = linear_backward(dlogits, decoder cache); ...; d_last = d_mlm_transform + "
+        "pooler_backward(...)[0]; per layer backwards: ds2 = LN2'(dh); dh = FFN'(dropout'(ds2)) + ds2; "
+        "ds1 = LN1'(dh); dh = ds1 + sum of the q, k, v projections' dx; at the bottom "
+        "dW_word = embedding_backward(de, cache, padding_idx=pad) + dW_decoder.\n"
+        "train: lr = learning_rate(step, ...); params[n], m[n], v[n] = adamw_step(params[n], g, m[n], v[n], "
+        "step + 1, lr=lr, weight_decay=weight_decay, decay=not (n.endswith('.bias') or 'LayerNorm' in n)).",
+    ),
 }

@@ -21,7 +21,7 @@ import functools
 import sys
 from types import SimpleNamespace
 
-from . import EXERCISES
+from . import CAPSTONE, CHECKABLE
 from .hints import HINTS, LEVELS
 
 HINT_EXIT = "return the result instead, or raise an exception that says what went wrong"
@@ -35,13 +35,14 @@ def check(name: str, **functions) -> bool:
     """
     from .cases import TABLES
     from .checks import parts_for, run_check
+    from .checks.bert import FUNCTIONS
 
     if not isinstance(name, str):
         raise ValueError(f"check's first argument is an exercise's name, a string as in "
                          f"check(\"gelu\", gelu_forward=gelu_forward), not {name!r}")
-    if name not in EXERCISES:
-        raise ValueError(f"no exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
-    names = TABLES[name].functions
+    if name not in CHECKABLE:
+        raise ValueError(f"no exercise {name!r}; the exercises are: {', '.join(CHECKABLE)}")
+    names = FUNCTIONS if name in CAPSTONE else TABLES[name].functions
     unknown = sorted(set(functions) - set(names))
     if not functions or unknown:
         raise ValueError(f"exercise {name!r} checks the functions {', '.join(names)}; "
@@ -50,7 +51,7 @@ def check(name: str, **functions) -> bool:
     for key, func in functions.items():
         if not callable(func):
             raise TypeError(f"{key} should be the function you wrote, got a {type(func).__name__}")
-    if not parts_for(name, functions):
+    if not (set(functions) >= set(names[:2]) if name in CAPSTONE else parts_for(name, functions)):
         raise ValueError(f"exercise {name!r} checks {', '.join(functions)} together with "
                          f"{', '.join(n for n in names if n not in functions)}: a forward and its backward share "
                          f"a cache; pass them all, e.g. check({name!r}, "

@@ -56,7 +56,13 @@ class RemoteModule:
     def __init__(self, worker, path: Path, functions: dict):
         self.__file__ = str(path)
         self.__name__ = path.stem
+        self._worker = worker
         self._functions = {str(n): RemoteFunction(worker, str(n), p) for n, p in functions.items()}
+
+    def swap(self, pieces) -> None:
+        """From now on the worker's functions call minibert's ``pieces`` in place of the student's
+        (none: the student's own again); the capstone's diagnosis."""
+        self._worker.swap(pieces)
 
     def __getattr__(self, name):
         functions = self.__dict__.get("_functions", {})

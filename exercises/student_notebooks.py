@@ -9,6 +9,10 @@ runs them.  An exercise is two code cells, marked with cell tags:
 * ``check``: the call to ``exercises.notebook.check`` that judges them; in the
   student copy its output is cleared.
 
+A cell tagged ``own-pieces`` imports the pieces of earlier exercises (the
+capstone's): from ``exercises.solutions`` in the repository, from the
+student's own files, ``exercises.stubs``, in the student copy.
+
 The student copy also clears the outputs that would give an answer away: of
 every later cell that calls a function an exercise's solution defines (its
 printout is the solution's), and of the cell that a "Predict, then run"
@@ -22,7 +26,7 @@ import json
 import shutil
 from pathlib import Path
 
-SOLUTION, CHECK = "solution", "check"
+SOLUTION, CHECK, OWN_PIECES = "solution", "check", "own-pieces"
 TODO = "raise NotImplementedError  # TODO: your code here"
 
 
@@ -109,6 +113,8 @@ def student_notebook(nb) -> dict:
             continue
         if SOLUTION in tags(cell):
             cell["source"] = stub_of(cell)
+        if OWN_PIECES in tags(cell):
+            cell["source"] = source(cell).replace("exercises.solutions.", "exercises.stubs.")
         if i in clear:
             cell["outputs"], cell["execution_count"] = [], None
     return nb
@@ -118,7 +124,7 @@ def solutions_put_back(student, original) -> dict:
     """The student copy with the original's solution cells in place of the stubs (sources only)."""
     nb = json.loads(json.dumps(student))
     for cell, orig in zip(nb["cells"], original["cells"]):
-        if SOLUTION in tags(orig):
+        if SOLUTION in tags(orig) or OWN_PIECES in tags(orig):
             cell["source"] = orig["source"]
     return nb
 

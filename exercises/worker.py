@@ -26,6 +26,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class _Worker:
     def __init__(self, reply):
         self.reply = reply
         self.handles: dict = {}
-        self.module = None
+        self.module = self.original = None
         self.path = None
 
     def load(self, req, dec, enc) -> dict:
@@ -107,6 +108,17 @@ class _Worker:
         self.module = module
         return {"functions": {k: _parameters(v) for k, v in vars(module).items()
                               if callable(v) and not k.startswith("__")}}
+
+    def swap(self, req, dec, enc) -> dict:
+        """Put minibert's version of the named pieces in place of the student's (the capstone's
+        diagnosis, ``pieces.swapped``); no pieces: the student's own functions again."""
+        from .pieces import PIECES, swapped
+        if self.original is None:
+            self.original = self.module
+        pieces = [p for p in req["pieces"] if p in PIECES]
+        functions = {k: v for k, v in vars(self.original).items() if callable(v) and not k.startswith("__")}
+        self.module = SimpleNamespace(**swapped(functions, pieces)) if pieces else self.original
+        return {}
 
     def call(self, req, dec, enc) -> dict:
         """Each (args, kwargs) of ``calls`` in turn, up to the first exception.

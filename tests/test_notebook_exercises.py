@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from exercises.student_notebooks import (CHECK, SOLUTION, exercise_cells, revealing_cells,  # noqa: E402
+from exercises.student_notebooks import (CHECK, OWN_PIECES, SOLUTION, exercise_cells, revealing_cells,  # noqa: E402
                                         solutions_put_back, source, stub_of, tags)
 from test_notebooks_meta import text_of  # noqa: E402
 
@@ -87,6 +87,9 @@ def test_student_copy_changes_the_exercises_only(student_copy, path):
             assert got["outputs"] == [], where
         elif CHECK in tags(orig) or k in revealing:
             assert source(got) == source(orig) and got["outputs"] == [], where
+        elif OWN_PIECES in tags(orig):         # the capstone's pieces: the student's own files
+            assert source(got) == source(orig).replace("exercises.solutions.", "exercises.stubs.") != source(orig)
+            assert "exercises.solutions" not in source(got) and got["outputs"] == orig["outputs"], where
         else:
             assert got == orig, f"{where}: the student copy changed a cell that is not an exercise"
     back = solutions_put_back(student, original)

@@ -17,10 +17,12 @@ import warnings
 
 import numpy as np
 
+from .. import CAPSTONE
 from ..cases import TABLES
-from ..remote import WorkerGone
+from ..pieces import swapped
+from ..remote import RemoteModule, WorkerGone
 from ..report import Abort, Report
-from . import adamw, attention, attention_dropout, classifier_head, cross_entropy, dropout, embedding, encoder_layer
+from . import adamw, attention, attention_dropout, bert, classifier_head, cross_entropy, dropout, embedding, encoder_layer
 from . import gelu, layernorm, linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax
 from . import loss_scaler, ring_allreduce, step_flops, wordpiece
 
@@ -56,13 +58,36 @@ def parts_for(name: str, functions) -> list:
     return [part for needs, part in PARTS[name] if set(needs) <= set(functions)]
 
 
+def _capstone(module, functions):
+    """The capstone's check of ``module``: the student's file in a worker, or functions in this process.
+    Without ``train`` (a notebook's cell before the loop is written), the model's stages alone."""
+    names = bert.FUNCTIONS if functions is None else tuple(functions)
+    if isinstance(module, RemoteModule):
+        own = {n: getattr(module, n) for n in names}
+
+        def variant(pieces):              # the worker's functions call minibert's pieces from now on
+            module.swap(pieces)
+            return own
+    else:
+        # a notebook's functions come wrapped (notebook._no_exit): swap inside the wrapper
+        own = {n: getattr(getattr(module, n), "__wrapped__", getattr(module, n)) for n in names}
+
+        def variant(pieces):
+            return swapped(own, pieces) if pieces else own
+    return lambda r: bert.check(r, variant, in_process=not isinstance(module, RemoteModule),
+                                train="train" in names)
+
+
 def run_check(name: str, module, functions=None) -> Report:
     """Run the checker of exercise ``name`` on ``module``; never raises for the student's bugs.
 
     ``functions``: check only the parts that call nothing but these (a notebook's cell writes one
     function of an exercise); by default every part."""
     report = Report(name, module)
-    checks = [CHECKS[name]] if functions is None else parts_for(name, functions)
+    if name in CAPSTONE:
+        checks = [_capstone(module, functions)]
+    else:
+        checks = [CHECKS[name]] if functions is None else parts_for(name, functions)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")

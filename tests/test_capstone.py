@@ -1,0 +1,197 @@
+"""The capstone (exercise ``bert``): the repository's solution passes every stage, the stub is a TODO,
+and a fault planted in a piece, in the optimiser or in the assembly is named by the swap diagnosis."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from exercises import pieces  # noqa: E402
+from exercises.cases import TABLES  # noqa: E402
+from exercises.checks import CHECKS, WHOLE, bert, run_check  # noqa: E402
+from exercises.sandbox import check_isolated  # noqa: E402
+from exercises.solutions import bert as solution  # noqa: E402
+
+
+def planted(replace: dict, **functions):
+    """The solution's three functions over its globals with ``replace`` written in (a student's file
+    whose pieces are these), and any of the three given instead."""
+    g = dict(vars(solution))
+    g.update(replace)
+    out = {}
+    for name in bert.FUNCTIONS:
+        f = functions.get(name, getattr(solution, name))
+        out[name] = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
+        out[name].__kwdefaults__ = f.__kwdefaults__
+    return types.SimpleNamespace(**out, __name__="bert (planted)")
+
+
+def case(exercise: str, name: str) -> dict:
+    return next(c for c in TABLES[exercise].cases if c.name == name).wrong
+
+
+def first_failure(report):
+    assert report.status in ("fail", "todo"), report.render()
+    return report.first_failure
+
+
+# one fault in each of the model's pieces, the case tables' own wrong functions
+PIECE_FAULTS = [
+    ("embedding", "embedding", "[PAD] row not zeroed"),
+    ("linear", "linear", "dW transposed"),
+    ("linear", "linear", "db averaged instead of summed"),
+    ("layernorm", "layernorm", "dx without the mean term"),
+    ("gelu", "gelu", "derivative without x phi(x)"),
+    ("attention", "dropout", "attention backward mask without its scale"),
+    ("dropout", "dropout", "a new mask in the backward pass"),
+    ("cross_entropy", "cross_entropy", "backward without 1/n_valid"),
+    ("pooler", "pooler", "tanh derivative as 1 - tanh"),
+]
+
+
+@pytest.mark.parametrize("piece, exercise, fault", PIECE_FAULTS, ids=[f[2] for f in PIECE_FAULTS])
+def test_a_wrong_piece_is_named_by_the_swap(piece, exercise, fault):
+    report = run_check("bert", planted(case(exercise, fault)), functions=("bert_forward", "bert_backward"))
+    what, hint = first_failure(report)
+    assert hint is not None and f"the mistake is in your {piece} " in hint, report.render()
+    assert f"exercise {pieces.EXERCISE_OF[piece]}" in hint
+
+
+@pytest.mark.parametrize("piece, exercise, fault", [
+    ("adamw", "adamw", "no bias correction"),
+    ("adamw", "adamw", "decays LayerNorm/bias (decay flag ignored)"),
+    ("schedule", "schedule", "warm-up counted from 1"),
+    ("schedule", "schedule", "each array clipped alone"),
+])
+def test_a_wrong_optimiser_is_named_by_the_swap(piece, exercise, fault):
+    report = run_check("bert", planted(case(exercise, fault)))
+    what, hint = first_failure(report)
+    assert "12 steps" in what, report.render()
+    assert hint is not None and f"the mistake is in your {piece} " in hint, report.render()
+
+
+def _without_the_decoder_share():
+    source = Path(solution.__file__).read_text()
+    assert source.count(") + dW_decoder") == 1
+    namespace = {"__name__": "planted_bert"}
+    exec(compile(source.replace(") + dW_decoder", ")"), "planted_bert.py", "exec"), namespace)
+    return namespace["bert_backward"]
+
+
+def test_a_missing_tied_decoder_share_is_named():
+    report = run_check("bert", planted({}, bert_backward=_without_the_decoder_share()),
+                       functions=("bert_forward", "bert_backward"))
+    what, hint = first_failure(report)
+    assert "all 46 gradients vs minibert's" in what and "1 wrong, first bert.embeddings.word_embeddings" in what
+    assert "the mistake is in bert.py itself" in hint
+    assert "lacks the decoder's share" in report.render()
+
+
+@pytest.mark.parametrize("mistake", ["decay_all", "decay_none"])
+def test_a_training_loop_that_decays_wrongly_is_named(mistake):
+    decays = (lambda name: True) if mistake == "decay_all" else (lambda name: False)
+    report = run_check("bert", planted({"_decays": decays}))
+    what, hint = first_failure(report)
+    assert "12 steps" in what and "bert.py itself" in hint, report.render()
+    assert bert.LOOP_MISTAKES[mistake] in report.render()
+
+
+def test_an_unfinished_piece_is_a_todo_that_names_it():
+    def linear_backward(dy, cache):
+        raise NotImplementedError
+    report = run_check("bert", planted({"linear_backward": linear_backward}),
+                       functions=("bert_forward", "bert_backward"))
+    assert report.status == "todo"
+    assert "your linear is not written yet" in report.render()
+
+
+def test_the_stub_is_a_todo_with_the_first_stage_hint():
+    report = check_isolated("bert", "stubs")
+    assert report.status == "todo", report.render()
+    text = report.render()
+    assert "TODO  bert_forward is not implemented yet" in text
+    assert "stage (a) comes first" in text
+
+
+def test_minibert_pieces_pass_the_piece_exercises():
+    """The swap's replacements are right answers of their exercises (else a swap would prove nothing)."""
+    by_exercise: dict = {}
+    for piece, names in pieces.PIECES.items():
+        by_exercise.setdefault(pieces.EXERCISE_OF[piece], []).extend(names)
+    for exercise, names in by_exercise.items():
+        module = types.SimpleNamespace(**pieces.miniberts(
+            [p for p in pieces.PIECES if pieces.EXERCISE_OF[p] == exercise]), __name__=f"minibert's {exercise}")
+        report = run_check(exercise, module, functions=names)
+        assert report.passed, report.render()
+    assert set(CHECKS) == set(WHOLE) | {"wordpiece", "schedule", "step_flops", "classifier_head", "encoder_layer",
+                                        "loss_scaler", "ring_allreduce", "seed_comparison", "dropout"}
+
+
+def test_swapping_leaves_the_students_globals_alone():
+    fns = {name: getattr(solution, name) for name in bert.FUNCTIONS}
+    swapped = pieces.swapped(fns, ["linear"])
+    assert solution.bert_forward.__globals__["linear_forward"].__module__ == "exercises.solutions.linear"
+    assert swapped["bert_forward"].__globals__["linear_forward"] is pieces.MINIBERTS["linear_forward"]
+    assert swapped["train"].__globals__["bert_forward"].__globals__ is swapped["train"].__globals__
+
+
+@pytest.mark.slow
+def test_the_solution_passes_every_stage_in_a_worker():
+    """The whole check as `python -m exercises check bert --solutions` runs it: the model, the short
+    and the full training run (400 steps: the time is printed on its line), the held-out loss."""
+    report = check_isolated("bert", "solutions")
+    assert report.passed, report.render()
+    text = report.render()
+    for line in ("the loss vs minibert's BertForPreTraining", "all 46 gradients vs minibert's",
+                 "with dropout: gradients vs central differences", "12 steps (warm-up 3)",
+                 f"{bert.STEPS} steps: the loss curve vs minibert's run", "held-out MLM loss",
+                 "skip  (c) the same code on CuPy"):
+        assert line in text, text
+    print(text)
+
+
+def test_the_student_copy_holds_the_stub_not_the_solution(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "exercises", "make-student", str(tmp_path / "copy")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    copy = tmp_path / "copy" / "exercises"
+    assert not (copy / "solutions").exists()
+    stub = (copy / "stubs" / "bert.py").read_text()
+    assert "raise NotImplementedError" in stub and "dW_decoder" not in stub
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-m", "exercises", "check", "bert"], cwd=tmp_path / "copy",
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 1
+    assert "[TODO] bert" in res.stdout and "stage (a) comes first" in res.stdout, res.stdout + res.stderr
+
+
+class _OnDevice(np.ndarray):
+    """An array 'on a device': what CuPy's arrays have that NumPy's do not, ``get()`` back to the host."""
+
+    def get(self):
+        return np.asarray(self).copy()
+
+
+def test_the_gpu_stage_sends_device_arrays_and_reads_them_back():
+    """Stage (c)'s plumbing without a GPU: the inputs go in as the array module's arrays, the loss and
+    the gradients come back with get(), and the comparison is stage (a)'s."""
+    seen = []
+
+    def asarray(a):
+        seen.append(type(a))
+        return np.asarray(a).view(_OnDevice)
+
+    xp = types.SimpleNamespace(asarray=asarray)
+    fns = {name: getattr(solution, name) for name in bert.FUNCTIONS}
+    out = bert.model_stage(fns, xp)
+    assert out.passed, out.lines
+    assert seen and len(out.lines) == 2                             # the model at evaluation: no dropout
+    assert out.lines[0][1].startswith("the loss vs minibert's") and "all 46 gradients" in out.lines[1][1]
