@@ -78,21 +78,54 @@ def test_a_wrong_optimiser_is_named_by_the_swap(piece, exercise, fault):
     assert hint is not None and f"the mistake is in your {piece} " in hint, report.render()
 
 
-def _without_the_decoder_share():
+def edited(old, new):
+    """The solution's module with one edit of its source (or a few, given as tuples): a student's bert.py
+    with one slip."""
     source = Path(solution.__file__).read_text()
-    assert source.count(") + dW_decoder") == 1
+    for a, b in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
+        assert source.count(a) == 1, a
+        source = source.replace(a, b)
     namespace = {"__name__": "planted_bert"}
-    exec(compile(source.replace(") + dW_decoder", ")"), "planted_bert.py", "exec"), namespace)
-    return namespace["bert_backward"]
+    exec(compile(source, "planted_bert.py", "exec"), namespace)
+    return types.SimpleNamespace(**{n: namespace[n] for n in bert.FUNCTIONS}, __name__="bert (edited)")
 
 
-def test_a_missing_tied_decoder_share_is_named():
-    report = run_check("bert", planted({}, bert_backward=_without_the_decoder_share()),
-                       functions=("bert_forward", "bert_backward"))
+# slips in the assembly itself: no swap of a piece mends them, the loss or the gradients say where they are
+ASSEMBLY_SLIPS = [
+    (") + dW_decoder", ")", "all 46 gradients", "lacks the decoder's share"),
+    ("dh = dh + dcls", "dh = dh", "all 46 gradients", "the SUM of the MLM head's (every position) and the pooler's"),
+    ("dh = dsum                                                    # x also", "dh = 0  # x also", "all 46 gradients",
+     "the gradient leaving a layer through its input x is the SUM"),
+    ("dh = linear(gelu_backward(df, c[P + \"gelu\"]), P + \"intermediate.dense\") + dsum",
+     "dh = linear(gelu_backward(df, c[P + \"gelu\"]), P + \"intermediate.dense\")", "all 46 gradients",
+     "h feeds the feed-forward block and the residual sum h + f"),
+    ("np.arange(T), (B, T)", "np.arange(1, T + 1), (B, T)", "the loss vs minibert's", "positions counted from 1"),
+    (("h = norm(h + a, P", "h = norm(h + f, P"), ("h = h + norm(a, P", "h = h + norm(f, P"), "the loss vs minibert's",
+     "LayerNorm(f(x)) + x"),
+    ("q, k, v, mask, p_attn", "q, k, v, np.ones_like(mask), p_attn", "the loss vs minibert's",
+     "without the padding mask"),
+    ("return mlm_loss + nsp_loss, c", "return mlm_loss, c", "the loss vs minibert's", "the MLM loss alone"),
+]
+
+
+@pytest.mark.parametrize("old, new, line, named", ASSEMBLY_SLIPS, ids=[s[3][:30] for s in ASSEMBLY_SLIPS])
+def test_a_slip_in_the_assembly_is_located(old, new, line, named):
+    report = run_check("bert", edited(old, new), functions=("bert_forward", "bert_backward"))
     what, hint = first_failure(report)
-    assert "all 46 gradients vs minibert's" in what and "1 wrong, first bert.embeddings.word_embeddings" in what
-    assert "the mistake is in bert.py itself" in hint
-    assert "lacks the decoder's share" in report.render()
+    assert line in what and named in hint, report.render()
+    assert "the mistake is in bert.py itself" in report.render()
+
+
+def test_each_forward_mistake_has_its_own_loss():
+    """The assembly's usual forward mistakes give losses that differ from BERT's and from each other's,
+    and without a mistake the loss is minibert's."""
+    from exercises.checks import bert_diagnosis, bert_model
+    config, params, batch = bert_model.small_case()
+    want, _ = bert_model._reference(config, params, batch)
+    assert abs(bert_diagnosis._loss(params, batch, config) - want) < 1e-12 * want
+    losses = [want] + [bert_diagnosis._loss(params, batch, config, m) for m in bert_diagnosis.FORWARD_MISTAKES]
+    gaps = [abs(a - b) / b for i, a in enumerate(losses) for b in losses[i + 1:]]
+    assert min(gaps) > 1e-7
 
 
 @pytest.mark.parametrize("mistake", ["decay_all", "decay_none"])
@@ -100,8 +133,8 @@ def test_a_training_loop_that_decays_wrongly_is_named(mistake):
     decays = (lambda name: True) if mistake == "decay_all" else (lambda name: False)
     report = run_check("bert", planted({"_decays": decays}))
     what, hint = first_failure(report)
-    assert "12 steps" in what and "bert.py itself" in hint, report.render()
-    assert bert.LOOP_MISTAKES[mistake] in report.render()
+    assert "12 steps" in what and hint == bert.LOOP_MISTAKES[mistake], report.render()
+    assert "the mistake is in bert.py itself" in report.render()
 
 
 def test_an_unfinished_piece_is_a_todo_that_names_it():

@@ -68,7 +68,10 @@ def _diagnose(variant, stage, pieces, outcome: Outcome) -> str | None:
         return FIRST.get(outcome.todo)
     if whole.passed:
         return "more than one of your pieces is wrong: with all of minibert's in place of yours, this stage passes"
-    return ("with minibert's pieces in place of all of yours this stage still fails: the mistake is in bert.py "
+    return ASSEMBLY
+
+
+ASSEMBLY = ("with minibert's pieces in place of all of yours this stage still fails: the mistake is in bert.py "
             "itself, how the pieces are put together")
 
 
@@ -102,7 +105,8 @@ def check(r: Report, variant, in_process: bool, train: bool = True) -> None:
     minibert's ``pieces`` in place of the student's.  ``train``: False skips stage (b)."""
     a = model_stage(variant(()))
     if not a.passed:
-        a.into(r, _diagnose(variant, model_stage, MODEL_PIECES, a))
+        hint = _diagnose(variant, model_stage, MODEL_PIECES, a)
+        a.into(r, hint, own_first=hint == ASSEMBLY)
         r.stopped()
         raise Abort
     a.into(r)
@@ -111,7 +115,8 @@ def check(r: Report, variant, in_process: bool, train: bool = True) -> None:
         if not b.passed:
             # the short run's failure is diagnosed on the short run, in seconds; the full run's on the full run
             full = training_stage(variant(()), full=False).passed
-            b.into(r, _diagnose(variant, lambda f: training_stage(f, full=full), TRAINING_PIECES, b))
+            hint = _diagnose(variant, lambda f: training_stage(f, full=full), TRAINING_PIECES, b)
+            b.into(r, hint, own_first=hint == ASSEMBLY)
             r.stopped()
             raise Abort
         b.into(r)

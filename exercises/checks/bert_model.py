@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from minibert.gradcheck import max_rel_error
 
 from ..report import Abort
-from .bert_outcome import DECODER, WORD, Outcome, _call, _grads, _host, _line, _pair, _rel, _scalar, _to
+from .bert_diagnosis import backward_order, forward_mistake, gradient_hint
+from .bert_outcome import DECODER, WORD, Outcome, _bound, _call, _grads, _host, _line, _pair, _rel, _scalar, _to
 
 TOL = 1e-7                 # loss and gradients against minibert, float64
 DIRECTIONAL_TOL = 1e-6     # a directional derivative against central differences
@@ -108,26 +108,6 @@ def small_case(seed: int = 3):
     return config, params, batch
 
 
-def _explain_gradients(wrong, got, want, config, params, batch) -> str:
-    """A hint for the gradients that differ from minibert's."""
-    if wrong == [WORD]:
-        share = _decoder_share(config, params, batch)
-        if max_rel_error(got[WORD], want[WORD] - share) < 1e-6:
-            return ("the word embeddings' gradient lacks the decoder's share: the MLM decoder is tied to the "
-                    "word embeddings, so the gradient of its weight is added to the lookup's")
-        if max_rel_error(got[WORD], want[WORD] + share) < 1e-6:
-            return "the decoder's share is added twice to the word embeddings' gradient"
-        pad = config.pad_token_id
-        rows = np.abs(got[WORD] - want[WORD]).max(axis=1) > 1e-9 * np.abs(want[WORD]).max()
-        if rows.any() and np.flatnonzero(rows).tolist() == [pad]:
-            return (f"only the [PAD] row ({pad}) of the word embeddings' gradient differs: BERT's lookup leaves "
-                    f"it out (embedding_backward's padding_idx=config['pad_token_id']); the decoder's share "
-                    f"still reaches it")
-    names = ", ".join(wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
-    return (f"the gradients of {names} differ from minibert's while the loss agrees: look at the backward "
-            f"pass where it reaches them (the last wrong one on the way back is nearest the mistake)")
-
-
 # ------------------------------------------------------------------------------ stage (a)
 def model_stage(fns, xp=np) -> Outcome:
     """Stage (a) on the functions ``fns`` (bert_forward, bert_backward)."""
@@ -149,8 +129,10 @@ def _model_stage(out: Outcome, fns, xp) -> None:
     err = abs(loss - want_loss) / abs(want_loss)
     out.measure(err < TOL, _line("the loss vs minibert's BertForPreTraining", f"rel. error {err:.1e} (yours {loss:.6f}, "
                                                                     f"minibert's {want_loss:.6f})"),
-                "the loss is the MLM loss (the mean over the labelled positions) plus the NSP loss (the mean "
-                "over the pairs), both in nats")
+                forward_mistake(loss, config, params, batch)
+                or "the loss is the MLM loss (the mean over the labelled positions) plus the NSP loss (the mean "
+                   "over the pairs), both in nats: minibert's pieces in place of yours give minibert's loss, so look "
+                   "at the order of the pieces in bert_forward (the list in the stub)")
     raw = _call(out, "bert_backward", fns["bert_backward"], cache)
     changed = [k for part, kept in zip(given, (params, batch)) for k in kept
                if not np.array_equal(_host(part[k]), kept[k])]
@@ -159,11 +141,12 @@ def _model_stage(out: Outcome, fns, xp) -> None:
     got = _grads(out, {k: _host(v) for k, v in raw.items()} if isinstance(raw, dict) else raw, params)
     floor = 1e-6 * max(np.abs(g).max() for g in want.values())      # key.bias's gradient is 0 in exact arithmetic
     errors = {k: _rel(got[k], want[k], floor) for k in want}
-    wrong = [k for k in want if errors[k] >= TOL]
+    wrong = [k for k in backward_order(config) if k in want and errors[k] >= TOL]    # from the loss down
     worst = max(errors, key=errors.get)
-    out.measure(not wrong, _line(f"all {len(want)} gradients vs minibert's", f"max_rel_error {errors[worst]:.1e} "
-                                                             f"({len(wrong)} wrong{', first ' + wrong[0] if wrong else ''})"),
-                _explain_gradients(wrong, got, want, config, params, batch) if wrong else None)
+    out.measure(not wrong, _line(f"all {len(want)} gradients vs minibert's",
+                                 f"max_rel_error {errors[worst]:.1e} ({len(wrong)} wrong"
+                                 + (f", the first on the way back {wrong[0]}" if wrong else "") + ")"),
+                gradient_hint(wrong, got, want, config, params, batch, _decoder_share) if wrong else None)
     if xp is np:
         _with_dropout(out, fns, config, params, batch, want_loss)
 
@@ -201,6 +184,6 @@ def _with_dropout(out: Outcome, fns, config, params, batch, want_loss) -> None:
     analytic = sum(float((got[k] * u[k]).sum()) for k in params)
     err = abs(numerical - analytic) / max(abs(numerical), abs(analytic), 1e-12)
     out.measure(err < DIRECTIONAL_TOL, _line("with dropout: gradients vs central differences",
-                                       f"rel. error {err:.1e} (< {DIRECTIONAL_TOL:.0e}, along a random direction)"),
+                                       f"rel. error {err:.1e} ({_bound(err, DIRECTIONAL_TOL)}, along a random direction)"),
                 "the backward pass must use the masks the forward pass drew: keep each dropout's cache and "
                 "pass it to dropout_backward (attention's to attention_dropout_backward)")

@@ -42,16 +42,18 @@ class Outcome:
         if not self.expect(ok, said if ok else what, hint):
             raise Abort
 
-    def into(self, r: Report, hint: str | None = None) -> None:
-        """Write the lines into the report; ``hint`` (the swap's finding) under the first FAIL line."""
+    def into(self, r: Report, hint: str | None = None, own_first: bool = False) -> None:
+        """Write the lines into the report; ``hint`` (the swap's finding) under the first FAIL line, before
+        the line's own hint, or after it when ``own_first`` (the own hint says more: where in bert.py)."""
         given = False
         for ok, what, own in self.lines:
             if ok:
                 r.ok(what)
                 continue
-            r.fail(what, hint if hint and not given else own)
-            if hint and not given and own:
-                r.hint(own)
+            first, second = (own, hint) if own_first else (hint, own)
+            r.fail(what, (first or second) if not given else own)
+            if not given and first and second:
+                r.hint(second)
             given = True
         if self.todo is not None:
             r.todo(self.todo)
@@ -115,6 +117,11 @@ def _grads(out: Outcome, grads, params) -> dict:
 
 def _line(what: str, measure: str) -> str:
     return f"{what:<52s} {measure}"
+
+
+def _bound(err: float, tol: float) -> str:
+    """"< tol" for an error within it, "must be < tol" for one that is not (a FAIL line)."""
+    return f"< {tol:.0e}" if err < tol else f"must be < {tol:.0e}"
 
 
 def _rel(got, want, floor) -> float:

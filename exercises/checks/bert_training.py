@@ -19,7 +19,7 @@ import numpy as np
 
 from .bert_model import TOL, minibert_model, model_params, student_config
 from ..report import Abort
-from .bert_outcome import Outcome, _call, _line, _rel
+from .bert_outcome import Outcome, _bound, _call, _line, _rel
 
 CURVE_TOL = 1e-6           # the full run's losses, step by step, against minibert's run
 SHORT_STEPS, SHORT_WARMUP = 12, 3
@@ -220,7 +220,7 @@ def _full_stage(out: Outcome, fns, data: TrainingData) -> None:
     _DATA["student"] = losses, params         # for the notebook's plot (``last_run``), in this process
     err = float(np.max(np.abs(losses - want_losses) / np.abs(want_losses)))
     out.measure(err < CURVE_TOL, _line(f"{STEPS} steps: the loss curve vs minibert's run",
-                                       f"max rel. error {err:.1e} (< {CURVE_TOL:.0e}; loss {losses[0]:.3f} -> "
+                                       f"max rel. error {err:.1e} ({_bound(err, CURVE_TOL)}; loss {losses[0]:.3f} -> "
                                        f"{losses[-10:].mean():.3f}, {seconds:.0f} s)"))
     held = heldout_mlm(data, {k: np.asarray(v, dtype=np.float64) for k, v in params.items()})
     out.measure(held < data.baseline, f"held-out MLM loss {held:.3f} < unigram baseline {data.baseline:.3f}",
