@@ -228,3 +228,27 @@ def test_the_gpu_stage_sends_device_arrays_and_reads_them_back():
     assert out.passed, out.lines
     assert seen and len(out.lines) == 2                             # the model at evaluation: no dropout
     assert out.lines[0][1].startswith("the loss vs minibert's") and "all 46 gradients" in out.lines[1][1]
+
+
+HOSTILE = {
+    "forward returns None": dict(bert_forward=lambda p, b, c, rng=None: None),
+    "a loss of two numbers": dict(bert_forward=lambda p, b, c, rng=None: (np.ones(2), None)),
+    "a NaN loss": dict(bert_forward=lambda p, b, c, rng=None: (float("nan"), None)),
+    "gradients in a list": dict(bert_backward=lambda c: [1, 2]),
+    "gradients in float32": dict(bert_backward=lambda c: {k: v.astype(np.float32)
+                                                          for k, v in solution.bert_backward(c).items()}),
+    "train returns None": dict(train=lambda *a, **k: None),
+    "losses as a string": dict(train=lambda p, b, c, **k: (p, "abc")),
+    "parameters of the wrong shapes": dict(train=lambda p, b, c, **k: ({n: np.zeros(3) for n in p}, [1.0] * len(b))),
+    "NaN losses": dict(train=lambda p, b, c, **k: (p, [float("nan")] * len(b))),
+    "train raises": dict(train=lambda *a, **k: 1 / 0),
+}
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_a_hostile_result_is_one_fail_line(what):
+    functions = {name: getattr(solution, name) for name in bert.FUNCTIONS}
+    functions.update(HOSTILE[what])
+    report = run_check("bert", types.SimpleNamespace(**functions, __name__="hostile"))
+    assert report.status == "fail", report.render()
+    assert "could not use what the functions returned" not in report.render()

@@ -174,7 +174,8 @@ def _short_stage(out: Outcome, fns, data: TrainingData) -> None:
     want_losses, want_params = reference_run(data, SHORT_STEPS, SHORT_WARMUP)
     params, losses = _run(out, fns, data, SHORT_STEPS, SHORT_WARMUP)
     err = np.abs(losses - want_losses) / np.abs(want_losses)
-    first = int(np.argmax(err >= TOL)) if (err >= TOL).any() else None
+    off = ~(err < TOL)                        # a NaN is off too
+    first = int(np.argmax(off)) if off.any() else None
     # a floor: key.bias's gradient is 0 in exact arithmetic, Adam moves it by rounding noise only (1e-17)
     try:
         errors = {k: _rel(np.asarray(params[k], dtype=np.float64), want_params[k], 1e-6) for k in want_params}
@@ -182,7 +183,8 @@ def _short_stage(out: Outcome, fns, data: TrainingData) -> None:
         out.require(False, "train's parameters should be float64 arrays of the parameters' shapes")
     wrong = [k for k in want_params if errors[k] >= TOL]
     out.measure(first is None, _line(f"{SHORT_STEPS} steps (warm-up {SHORT_WARMUP}): each loss vs minibert's run",
-                                     f"max rel. error {err.max():.1e}" + (f" (first at step {first})" if first is not None else "")),
+                                     f"max rel. error {err.max():.1e}"
+                                     + (f" (first at step {first})" if first is not None else "")),
                 (_loop_mistake(data, losses) or _explain_params(wrong) or _explain_steps(first))
                 if first is not None else None)
     out.measure(not wrong, _line(f"the parameters after {SHORT_STEPS} steps vs minibert's run",
