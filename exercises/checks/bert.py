@@ -18,8 +18,9 @@
 When a stage fails, the checker puts minibert's version of one piece in place
 of the student's (``exercises/pieces.py``), in the course's order, and runs
 the stage again: the first piece whose swap makes it pass is named.  When no
-single swap does, the assembly itself (``bert.py``) is at fault, and the
-gradients that differ say where.
+single swap does, the assembly itself (``bert.py``) is at fault, and
+``bert_diagnosis.py`` (the model) or ``bert_training.py``'s usual loop mistakes
+say where.
 """
 from __future__ import annotations
 
