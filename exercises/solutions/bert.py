@@ -30,6 +30,12 @@ def _merge(ctx):
 
 
 def bert_forward(params, batch, config, rng=None):
+    """The loss of BertForPreTraining on one batch (the MLM loss plus the NSP loss), and the cache.
+
+    params: {Hugging Face name: array}; batch: input_ids, token_type_ids, attention_mask, mlm_labels
+    (B, T) and nsp_labels (B,); config: num_hidden_layers, num_attention_heads, hidden_dropout_prob,
+    attention_probs_dropout_prob, layer_norm_eps, pad_token_id; rng: a Generator for the dropout
+    masks (training), or None (evaluation, no dropout)."""
     train = rng is not None
     p_hidden, p_attn = config["hidden_dropout_prob"], config["attention_probs_dropout_prob"]
     heads, eps = config["num_attention_heads"], config["layer_norm_eps"]
@@ -79,6 +85,7 @@ def bert_forward(params, batch, config, rng=None):
 
 
 def bert_backward(cache):
+    """{name: gradient of the loss} for every parameter, the same keys and shapes as params."""
     c, grads = cache, {}
     config = c["config"]
     B, T = c["shape"]
@@ -129,6 +136,7 @@ def _decays(name):
 
 
 def train(params, batches, config, *, peak_lr, warmup_steps, weight_decay=0.01, max_grad_norm=1.0, seed=0):
+    """One step per batch (forward, backward, clipping, the step's rate, AdamW): (new params, losses)."""
     rng = np.random.default_rng(seed)
     params = {name: value.copy() for name, value in params.items()}
     m = {name: np.zeros_like(value) for name, value in params.items()}
