@@ -11,6 +11,7 @@ one message.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 
@@ -18,6 +19,25 @@ import numpy as np
 
 from .report import Abort, Report
 from .worker import student_where
+
+
+HINT_EXIT = "return the result instead, or raise an exception that says what went wrong"
+
+
+class ExitCalled(Exception):
+    """sys.exit() (or exit(), quit()) called by the student's function, in this process (a notebook's check)."""
+
+
+def no_exit(func):
+    """``func``, with a ``sys.exit()`` inside it turned into an exception the check reports as a
+    FAIL line: a SystemExit would leave ``check`` and stop the notebook's cell."""
+    @functools.wraps(func)
+    def guarded(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except SystemExit as exc:
+            raise ExitCalled(f"sys.exit({exc.code!r}) was called: {HINT_EXIT}") from None
+    return guarded
 
 
 def call(report: Report, func_name: str, *args, hint=None, **kwargs):

@@ -17,15 +17,12 @@ The functions run in this process (a notebook is a self-check, not a grade:
 """
 from __future__ import annotations
 
-import functools
 import sys
 from types import SimpleNamespace
 
 from . import CAPSTONE, CHECKABLE
+from .calls import no_exit
 from .hints import HINTS, LEVELS
-
-HINT_EXIT = "return the result instead, or raise an exception that says what went wrong"
-
 
 def check(name: str, **functions) -> bool:
     """Check ``functions`` (name=function, as the exercise's stub names them) with exercise ``name``'s checker.
@@ -35,7 +32,7 @@ def check(name: str, **functions) -> bool:
     """
     from .cases import TABLES
     from .checks import parts_for, run_check
-    from .checks.bert import FUNCTIONS
+    from .checks.bert import FUNCTIONS, MODEL_FUNCTIONS
 
     if not isinstance(name, str):
         raise ValueError(f"check's first argument is an exercise's name, a string as in "
@@ -51,12 +48,12 @@ def check(name: str, **functions) -> bool:
     for key, func in functions.items():
         if not callable(func):
             raise TypeError(f"{key} should be the function you wrote, got a {type(func).__name__}")
-    if not (set(functions) >= set(names[:2]) if name in CAPSTONE else parts_for(name, functions)):
+    if not (set(functions) >= set(MODEL_FUNCTIONS) if name in CAPSTONE else parts_for(name, functions)):
         raise ValueError(f"exercise {name!r} checks {', '.join(functions)} together with "
                          f"{', '.join(n for n in names if n not in functions)}: a forward and its backward share "
                          f"a cache; pass them all, e.g. check({name!r}, "
                          + ", ".join(f"{n}={n}" for n in names) + ")")
-    module = SimpleNamespace(**{k: _no_exit(f) for k, f in functions.items()})
+    module = SimpleNamespace(**{k: no_exit(f) for k, f in functions.items()})
     module.__name__ = f"{name} (your {', '.join(functions)})"
     report = run_check(name, module, functions)
     if report.passed:
@@ -66,22 +63,6 @@ def check(name: str, **functions) -> bool:
         if report.status == "fail":
             print(f"  (more help: hint({name!r}) in a cell, or python -m exercises hint {name})")
     return report.passed
-
-
-class ExitCalled(Exception):
-    """sys.exit() (or exit(), quit()) called by the student's function in a notebook's check."""
-
-
-def _no_exit(func):
-    """``func``, with a ``sys.exit()`` inside it turned into an exception the check reports as a
-    FAIL line: a SystemExit would leave ``check`` and stop the notebook's cell."""
-    @functools.wraps(func)
-    def guarded(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except SystemExit as exc:
-            raise ExitCalled(f"sys.exit({exc.code!r}) was called: {HINT_EXIT}") from None
-    return guarded
 
 
 def hint(name: str, level: int = 1, out=None) -> None:

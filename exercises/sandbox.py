@@ -41,10 +41,6 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_TIMEOUT = 30.0        # s per exercise; each solution needs about 1 s at most on a slow laptop
 # the capstone trains a model: its right answer needs about a minute on a laptop, its diagnosis a few more
 TIMEOUTS = {"bert": 900.0}
-
-
-def default_timeout(name: str) -> float:
-    return TIMEOUTS.get(name, DEFAULT_TIMEOUT)
 DEFAULT_MEMORY_MB = 2048      # the solutions need about 300 MB (most of it NumPy and SciPy)
 
 HINT_TIMEOUT = ("a loop that never ends, or code far too slow: look at the loop at that line (a while "
@@ -316,6 +312,10 @@ def source_file(name: str, source: str = "stubs") -> Path:
                         hint="the file does not exist: check the path (a relative path starts from "
                              "the folder you run the command in)")
     return path
+
+
+def default_timeout(name: str) -> float:
+    return TIMEOUTS.get(name, DEFAULT_TIMEOUT)
 
 
 def check_isolated(name: str, source: str = "stubs", timeout: float | None = None,

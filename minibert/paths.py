@@ -36,3 +36,16 @@ def default_data_dir() -> Path:
     """Where downloaded data sets go: ``$MINIBERT_DATA``, else ``<user cache dir>/minibert/data``."""
     env = os.environ.get("MINIBERT_DATA")
     return Path(env) if env else user_cache_dir() / APP_FOLDER / DATA_FOLDER
+
+
+def code_digest(*tops: Path) -> str:
+    """A digest of NumPy's version and of every Python file under the folders ``tops`` (names and
+    bytes): the key of a result kept in the cache folder, so that a change of code makes it again."""
+    import hashlib
+
+    import numpy as np
+    digest = hashlib.sha256(np.__version__.encode())
+    for top in tops:
+        for path in sorted(Path(top).rglob("*.py")):
+            digest.update(str(path.relative_to(top)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

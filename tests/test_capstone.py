@@ -24,13 +24,8 @@ from exercises.solutions import bert as solution  # noqa: E402
 def planted(replace: dict, **functions):
     """The solution's three functions over its globals with ``replace`` written in (a student's file
     whose pieces are these), and any of the three given instead."""
-    g = dict(vars(solution))
-    g.update(replace)
-    out = {}
-    for name in bert.FUNCTIONS:
-        f = functions.get(name, getattr(solution, name))
-        out[name] = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
-        out[name].__kwdefaults__ = f.__kwdefaults__
+    g = {**vars(solution), **replace}
+    out = {name: pieces._with_globals(functions.get(name, getattr(solution, name)), g) for name in bert.FUNCTIONS}
     return types.SimpleNamespace(**out, __name__="bert (planted)")
 
 
@@ -252,3 +247,16 @@ def test_a_hostile_result_is_one_fail_line(what):
     report = run_check("bert", types.SimpleNamespace(**functions, __name__="hostile"))
     assert report.status == "fail", report.render()
     assert "could not use what the functions returned" not in report.render()
+
+
+def test_a_sys_exit_in_a_notebook_is_a_fail_line_swapped_or_not(capsys):
+    """A notebook's check wraps the student's functions against sys.exit(); the capstone's swaps rebuild
+    them, and the result is wrapped again: the exit is a FAIL line, never the end of the cell."""
+    from exercises.notebook import check
+
+    def bert_forward(params, batch, config, rng=None):
+        sys.exit(3)
+
+    assert check("bert", bert_forward=bert_forward, bert_backward=solution.bert_backward) is False
+    out = capsys.readouterr().out
+    assert "FAIL  bert_forward raised ExitCalled: sys.exit(3) was called" in out, out

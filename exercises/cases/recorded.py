@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import importlib
 import os
 import sys
 import tempfile
 from pathlib import Path
-
-import numpy as np
 
 from ..codec import Decoder, Encoder
 from ..protocol import read_frame, write_frame
@@ -96,14 +93,10 @@ def recorded_data(out=sys.stderr) -> bytes:
     Keyed by the code it comes from (every file of ``exercises/`` and ``minibert/``) and NumPy's
     version, so a changed checker or case is recorded again; recording takes about a minute."""
     import minibert
-    from minibert.paths import default_cache_dir
+    from minibert.paths import code_digest, default_cache_dir
 
-    digest = hashlib.sha256(np.__version__.encode())
-    for top in (HERE.parent, Path(minibert.__file__).parent):
-        for path in sorted(top.rglob("*.py")):
-            digest.update(str(path.relative_to(top)).encode() + b"\0" + path.read_bytes())
     folder = default_cache_dir() / "exercises"
-    path = folder / f"recorded-{digest.hexdigest()[:24]}.data"
+    path = folder / f"recorded-{code_digest(HERE.parent, Path(minibert.__file__).parent)[:24]}.data"
     if not path.is_file():
         with _lock(folder):           # another make-student (a test process) may be recording it now
             if not path.is_file():

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from .. import CAPSTONE
+from ..calls import no_exit
 from ..cases import TABLES
 from ..pieces import swapped
 from ..remote import RemoteModule, WorkerGone
@@ -69,11 +70,12 @@ def _capstone(module, functions):
             module.swap(pieces)
             return own
     else:
-        # a notebook's functions come wrapped (notebook._no_exit): swap inside the wrapper
+        # a notebook's functions come wrapped (calls.no_exit): swap inside the wrapper, then wrap the
+        # result again, so that a sys.exit() in the student's code stays a FAIL line, swapped or not
         own = {n: getattr(getattr(module, n), "__wrapped__", getattr(module, n)) for n in names}
 
         def variant(pieces):
-            return swapped(own, pieces) if pieces else own
+            return {n: no_exit(f) for n, f in (swapped(own, pieces) if pieces else own).items()}
     return lambda r: bert.check(r, variant, in_process=not isinstance(module, RemoteModule),
                                 train="train" in names)
 

@@ -31,9 +31,10 @@ from .bert_outcome import Outcome
 from .bert_training import (LOOP_MISTAKES, SHORT_STEPS, STEPS, heldout_mlm, last_run,
                             training_data, training_stage)
 
-FUNCTIONS = ("bert_forward", "bert_backward", "train")
+MODEL_FUNCTIONS = ("bert_forward", "bert_backward")      # stage (a) and (c) need these two
+FUNCTIONS = MODEL_FUNCTIONS + ("train",)
 # what notebook 13 and the tests use, from the stages' modules
-__all__ = ["FUNCTIONS", "LOOP_MISTAKES", "SHORT_STEPS", "STEPS", "check", "heldout_mlm", "last_run", "minibert_model",
+__all__ = ["FUNCTIONS", "LOOP_MISTAKES", "MODEL_FUNCTIONS", "SHORT_STEPS", "STEPS", "check", "heldout_mlm", "last_run", "minibert_model",
            "model_stage", "small_case", "student_config", "training_data", "training_stage"]
 
 

@@ -59,12 +59,14 @@ def _cross_entropy(logits, labels):
     return float(-logp[np.flatnonzero(at), labels[at]].sum()), int(at.sum())
 
 
-def _loss(params, batch, config, mistake=None) -> float:
-    """BERT's loss at evaluation, written with minibert's ops, with one of ``FORWARD_MISTAKES`` (or none)."""
+def _heads_input(params, batch, config, mistake=None):
+    """(the last layer's output h (B, T, H), the MLM head's transform of h, and ``lin``, the linear
+    layer of these parameters by name, for the heads): BERT at evaluation, written with minibert's
+    ops, with one of ``FORWARD_MISTAKES`` (or none)."""
     P, heads = params, config.num_attention_heads
     eps = 1e-5 if mistake == "eps" else config.layer_norm_eps
     ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-    B, T = ids.shape
+    T = ids.shape[1]
 
     def lin(x, name):
         return L.linear_forward(x, P[name + ".weight"], P[name + ".bias"])[0]
@@ -98,17 +100,38 @@ def _loss(params, batch, config, mistake=None) -> float:
                 h = norm(block(h), name)
             else:
                 h = norm(h + block(h), name)
-    pooled = np.tanh(lin(h[:, -1 if mistake == "pooler_last" else 0], "bert.pooler.dense"))
-    nsp, pairs = _cross_entropy(lin(pooled, "cls.seq_relationship"), batch["nsp_labels"])
     t = h if mistake == "no_transform" else norm(L.gelu_forward(lin(h, MLM + "transform.dense"))[0],
                                                   MLM + "transform.LayerNorm")
-    logits = t.reshape(B * T, -1) @ P[WORD].T + P[MLM + "bias"]
+    return h, t, lin
+
+
+def _loss(params, batch, config, mistake=None) -> float:
+    """BERT's loss at evaluation, with one of ``FORWARD_MISTAKES`` (or none)."""
+    h, t, lin = _heads_input(params, batch, config, mistake)
+    B, T = batch["input_ids"].shape
+    pooled = np.tanh(lin(h[:, -1 if mistake == "pooler_last" else 0], "bert.pooler.dense"))
+    nsp, pairs = _cross_entropy(lin(pooled, "cls.seq_relationship"), batch["nsp_labels"])
+    logits = t.reshape(B * T, -1) @ params[WORD].T + params[MLM + "bias"]
     mlm, labelled = _cross_entropy(logits, batch["mlm_labels"].reshape(-1))
     if mistake == "summed":
         return mlm + nsp
     mlm /= B * T if mistake == "mlm_over_all" else labelled
     nsp /= pairs
     return {"mlm_only": mlm, "nsp_only": nsp}.get(mistake, mlm + nsp)
+
+
+def decoder_share(config, params, batch) -> np.ndarray:
+    """The word table's gradient through the tied decoder alone: the MLM logits' gradient times the
+    transformed hidden states (what a backward pass that forgets the tie leaves out)."""
+    _, t, _ = _heads_input(params, batch, config)
+    labels = batch["mlm_labels"].reshape(-1)
+    at = labels != -100
+    t = t.reshape(len(labels), -1)[at]
+    logits = t @ params[WORD].T + params[MLM + "bias"]
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(p)), labels[at]] -= 1.0
+    return p.T @ t / at.sum()
 
 
 def forward_mistake(loss: float, config, params, batch) -> str | None:
@@ -162,7 +185,7 @@ def _where(first: str, right_before: str | None, config) -> str:
     return ""
 
 
-def gradient_hint(wrong, got, want, config, params, batch, decoder_share) -> str:
+def gradient_hint(wrong, got, want, config, params, batch) -> str:
     """A hint for the gradients that differ from minibert's while the loss agrees."""
     if wrong == [WORD]:
         share = decoder_share(config, params, batch)

@@ -56,28 +56,6 @@ def _reference(config, params, batch):
     return float(out.loss), grads
 
 
-def _decoder_share(config, params, batch) -> np.ndarray:
-    """The word table's gradient through the tied decoder alone: the MLM logits' gradient times the
-    transformed hidden states (what a backward pass that forgets the tie leaves out)."""
-    import minibert as mb
-    from minibert import ops as L
-    encoder = mb.BertModel(config, seed=0, dtype="float64")
-    encoder.load_state_dict({k[len("bert."):]: v for k, v in params.items() if k.startswith("bert.")})
-    h = encoder.forward(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], train=False)
-    h = np.asarray(h.last_hidden_state).reshape(-1, config.hidden_size)
-    labels = batch["mlm_labels"].reshape(-1)
-    at = labels != -100
-    P = "cls.predictions.transform."
-    t, _ = L.linear_forward(h[at], params[P + "dense.weight"], params[P + "dense.bias"])
-    t, _ = L.gelu_forward(t)
-    t, _ = L.layernorm_forward(t, params[P + "LayerNorm.weight"], params[P + "LayerNorm.bias"], config.layer_norm_eps)
-    logits = t @ params[WORD].T + params["cls.predictions.bias"]
-    p = np.exp(logits - logits.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    p[np.arange(len(p)), labels[at]] -= 1.0
-    return p.T @ t / at.sum()
-
-
 def small_case(seed: int = 3):
     """Stage (a)'s config, parameters (weights of a useful size, every bias and LayerNorm non-trivial)
     and batch (a padded sequence, both segments, masked positions, both NSP labels)."""
@@ -146,7 +124,7 @@ def _model_stage(out: Outcome, fns, xp) -> None:
     out.measure(not wrong, _line(f"all {len(want)} gradients vs minibert's",
                                  f"max_rel_error {errors[worst]:.1e} ({len(wrong)} wrong"
                                  + (f", the first on the way back {wrong[0]}" if wrong else "") + ")"),
-                gradient_hint(wrong, got, want, config, params, batch, _decoder_share) if wrong else None)
+                gradient_hint(wrong, got, want, config, params, batch) if wrong else None)
     if xp is np:
         _with_dropout(out, fns, config, params, batch, want_loss)
 
@@ -154,15 +132,17 @@ def _model_stage(out: Outcome, fns, xp) -> None:
 def _with_dropout(out: Outcome, fns, config, params, batch, want_loss) -> None:
     """Dropout on: the same seed gives the same masks, so the forward pass is a function to differentiate."""
     dcfg = student_config(config, DROP, DROP)
-    first = _scalar(out, "the loss with dropout", _call(out, "bert_forward", fns["bert_forward"], params, batch,
-                                                        dcfg, np.random.default_rng(5))[0])
-    again, cache = _pair(out, _call(out, "bert_forward", fns["bert_forward"], params, batch, dcfg,
-                                    np.random.default_rng(5)))
-    again = _scalar(out, "the loss with dropout", again)
-    other = _scalar(out, "the loss with dropout", _call(out, "bert_forward", fns["bert_forward"], params, batch,
-                                                        dcfg, np.random.default_rng(6))[0])
-    evaluated = _scalar(out, "the loss at evaluation", _call(out, "bert_forward", fns["bert_forward"], params,
-                                                             batch, dcfg)[0])
+
+    def forward(what, seed, p=params):
+        """The loss (checked to be one finite number) and the cache; ``seed`` None: evaluation."""
+        rng = None if seed is None else np.random.default_rng(seed)
+        loss, cache = _pair(out, _call(out, "bert_forward", fns["bert_forward"], p, batch, dcfg, rng))
+        return _scalar(out, what, loss), cache
+
+    first, _ = forward("the loss with dropout", 5)
+    again, cache = forward("the loss with dropout", 5)
+    other, _ = forward("the loss with dropout", 6)
+    evaluated, _ = forward("the loss at evaluation", None)
     out.measure(abs(evaluated - want_loss) < TOL * abs(want_loss),
                 "no dropout at evaluation (rng=None): the loss is minibert's",
                 "with rng=None the model evaluates: every dropout is the identity, whatever the probabilities")
@@ -177,9 +157,7 @@ def _with_dropout(out: Outcome, fns, config, params, batch, want_loss) -> None:
     h = 1e-5
     ends = []
     for sign in (1, -1):
-        moved = {k: params[k] + sign * h * u[k] for k in params}
-        ends.append(_scalar(out, "the loss", _call(out, "bert_forward", fns["bert_forward"], moved, batch, dcfg,
-                                                   np.random.default_rng(5))[0]))
+        ends.append(forward("the loss", 5, {k: params[k] + sign * h * u[k] for k in params})[0])
     numerical = (ends[0] - ends[1]) / (2 * h)
     analytic = sum(float((got[k] * u[k]).sum()) for k in params)
     err = abs(numerical - analytic) / max(abs(numerical), abs(analytic), 1e-12)

@@ -35,11 +35,10 @@ class Outcome:
         if not self.expect(ok, what, hint):
             raise Abort
 
-    def require(self, ok, what, hint=None, said: str | None = None) -> None:
-        """A FAIL line ``what`` and stop when not ``ok``; when it is, the ok line ``said`` (none if None)."""
-        if ok and said is None:
-            return
-        if not self.expect(ok, said if ok else what, hint):
+    def require(self, ok, what, hint=None) -> None:
+        """A FAIL line ``what`` and stop when not ``ok``; nothing when it is (a condition of form)."""
+        if not ok:
+            self.expect(False, what, hint)
             raise Abort
 
     def into(self, r: Report, hint: str | None = None, own_first: bool = False) -> None:

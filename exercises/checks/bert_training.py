@@ -76,7 +76,7 @@ def reference_run(data: TrainingData, steps: int, warmup: int, mistake: str | No
     """minibert's own run: ``BertForPreTraining``, ``AdamW``, ``linear_warmup_decay`` and ``clip_grad_norm``
     on the same batches from the same parameters: (losses, final parameters).  ``mistake``: one of
     ``LOOP_MISTAKES``, made on purpose.  The full run (20 s) is kept in minibert's cache folder, keyed by
-    minibert's code, NumPy's version and this file."""
+    minibert's code, the checkers' and NumPy's version."""
     key = (steps, warmup, mistake)
     if key not in _DATA and steps == STEPS and mistake is None:
         _DATA[key] = _cached(f"run-{steps}-{warmup}", lambda: _reference_run(data, steps, warmup, None))
@@ -86,15 +86,12 @@ def reference_run(data: TrainingData, steps: int, warmup: int, mistake: str | No
 
 
 def _cached(name: str, compute):
-    """``compute()``'s (losses, params), read from the cache folder when there, else computed and written."""
-    import hashlib
-
+    """``compute()``'s (losses, params), read from the cache folder when there, else computed and written;
+    keyed by the code of minibert and of the checkers (``code_digest``)."""
     import minibert
-    from minibert.paths import default_cache_dir
-    digest = hashlib.sha256(np.__version__.encode() + Path(__file__).read_bytes())
-    for path in sorted(Path(minibert.__file__).parent.rglob("*.py")):
-        digest.update(path.read_bytes())
-    path = default_cache_dir() / "exercises" / f"capstone-{name}-{digest.hexdigest()[:20]}.npz"
+    from minibert.paths import code_digest, default_cache_dir
+    digest = code_digest(Path(minibert.__file__).parent, Path(__file__).parent)
+    path = default_cache_dir() / "exercises" / f"capstone-{name}-{digest[:20]}.npz"
     try:
         with np.load(path) as saved:
             return [float(x) for x in saved["__losses__"]], {k: saved[k] for k in saved.files if k != "__losses__"}

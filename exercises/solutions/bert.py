@@ -6,6 +6,7 @@ from exercises.solutions.cross_entropy import softmax_cross_entropy_backward, so
 from exercises.solutions.dropout import (attention_dropout_backward, attention_dropout_forward, dropout_backward,
                                          dropout_forward)
 from exercises.solutions.embedding import embedding_backward, embedding_forward
+from exercises.solutions.encoder_layer import _merge, _split     # (B, T, H) <-> (B, A, T, D), the heads
 from exercises.solutions.gelu import gelu_backward, gelu_forward
 from exercises.solutions.layernorm import layernorm_backward, layernorm_forward
 from exercises.solutions.linear import linear_backward, linear_forward
@@ -15,18 +16,6 @@ from exercises.solutions.schedule import clip_by_global_norm, learning_rate
 EMB, LAYER, MLM = "bert.embeddings.", "bert.encoder.layer.", "cls.predictions."
 WORD = EMB + "word_embeddings.weight"
 QKV = ("query", "key", "value")
-
-
-def _split(h, num_heads):
-    """(B, T, H) -> (B, A, T, D)."""
-    B, T, H = h.shape
-    return h.reshape(B, T, num_heads, H // num_heads).transpose(0, 2, 1, 3)
-
-
-def _merge(ctx):
-    """(B, A, T, D) -> (B, T, H)."""
-    B, A, T, D = ctx.shape
-    return ctx.transpose(0, 2, 1, 3).reshape(B, T, A * D)
 
 
 def bert_forward(params, batch, config, rng=None):
