@@ -32,8 +32,32 @@ EXERCISES = {
     "seed_comparison": "an ablation against the default over seeds: mean and spread, paired differences",
 }
 
+# the graded questions, one or more per notebook: predict a number or a choice, then check it.  Their answers
+# are functions of one file, questions.py (each returns the answer), so that a class hands in one file for all
+QUESTIONS = {
+    "snowman": "01: what WordPiece makes of a word with one character it has no piece for",
+    "layernorm_sum": "02: what LayerNorm's input gradient sums to over a token's features",
+    "unscaled_softmax": "03: how much gradient an unscaled softmax passes at head size 64",
+    "masked_count": "04: how many positions mask_tokens chooses in sequences of 10, 70 and 200 tokens",
+    "isnext_share": "05: the share of IsNext pairs under BERT's pairing rule",
+    "untrained_loss": "06: the MLM and NSP losses of BERT before any training",
+    "longer_sequences": "07: the FLOPs of a step at 512 tokens against 128",
+    "finetune_rows": "08: which rows of the word table a fine-tuning step changes",
+    "pre_ln_growth": "09: the size of the hidden state after 24 pre-LN layers",
+    "float16_total": "10: where a float16 running sum of 10,000 terms of 1e-4 stops",
+    "ring_bytes": "11: the bytes each worker sends in a ring allreduce, and a central worker receives",
+    "t_quantile": "12: the 99% t interval's multiplier with 3 seeds and with 5",
+    "word_rows": "13: how many rows of the tied word table get a gradient from one batch",
+}
+QUESTIONS_FILE = "questions"
+
 # the capstone, after the pieces: BERT put together from them and trained (notebook 13)
 CAPSTONE = {
     "bert": "the capstone: BERT for pre-training from your own pieces, forward, backward and its training loop",
 }
-CHECKABLE = {**EXERCISES, **CAPSTONE}
+CHECKABLE = {**EXERCISES, **QUESTIONS, **CAPSTONE}
+
+
+def file_of(name: str) -> str:
+    """The file (without .py) that holds exercise ``name``'s functions: questions.py for every question."""
+    return QUESTIONS_FILE if name in QUESTIONS else name

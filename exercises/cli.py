@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import CAPSTONE, CHECKABLE, EXERCISES
+from . import CAPSTONE, CHECKABLE, EXERCISES, QUESTIONS, file_of
 from .cases.recorded import write_student_cases
 from .grade import add_grade_parser, refuse_unknown, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TIMEOUTS, LoadError, Worker, check_isolated, source_file
@@ -56,7 +56,7 @@ def load_module(name: str, source: str = "stubs"):
     path = source_file(name, source)
     if source in ("stubs", "solutions"):
         try:
-            return importlib.import_module(f"exercises.{source}.{name}")
+            return importlib.import_module(f"exercises.{source}.{file_of(name)}")
         except Exception as exc:
             raise LoadError(import_message(exc, path)) from None
     module, loader = source_module(f"_exercise_{name}_{abs(hash(str(path)))}", path)
@@ -202,6 +202,9 @@ def main(argv=None) -> int:
     if args.command == "list":
         width = max(map(len, CHECKABLE))
         for name, what in EXERCISES.items():
+            print(f"  {name:<{width}}  {what}")
+        print(f"\nthe graded questions, each a function of {file_of(next(iter(QUESTIONS)))}.py (NN: its notebook):")
+        for name, what in QUESTIONS.items():
             print(f"  {name:<{width}}  {what}")
         print("\nthe capstone, once the pieces pass (notebook 13):")
         for name, what in CAPSTONE.items():

@@ -33,9 +33,12 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from . import EXERCISES
+from . import EXERCISES, QUESTIONS, file_of
 from .submissions import MAX_BYTES, Refused, find_submissions, read_below, shown
 
+# what grade checks: the pieces and the graded questions (the capstone, whose file must hold its pieces too, is
+# checked with `check bert`)
+GRADABLE = {**EXERCISES, **QUESTIONS}
 COLUMNS = ("student", "exercise", "verdict", "first_fail", "hint", "seconds", "file")
 
 
@@ -54,10 +57,10 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
 
     row = {"student": student, "exercise": name, "file": shown(path or "")}
     if path is None:
-        return {**row, "verdict": "missing", "first_fail": f"no {name}.py in the submission", "hint": "",
-                "seconds": 0.0, "report": f"[MISSING] {name}: no {name}.py in the submission"}
+        return {**row, "verdict": "missing", "first_fail": f"no {file_of(name)}.py in the submission", "hint": "",
+                "seconds": 0.0, "report": f"[MISSING] {name}: no {file_of(name)}.py in the submission"}
     if isinstance(path, Refused):
-        return _not_checked(row, name, str(path), f"not checked: submit your code as a plain file named {name}.py")
+        return _not_checked(row, name, str(path), f"not checked: submit your code as a plain file named {file_of(name)}.py")
     data = None
     if top is not None:
         try:
@@ -210,7 +213,8 @@ def add_grade_parser(sub, limits) -> None:
     p = sub.add_parser("grade", help="grade a folder of submissions, one folder or file set per student")
     p.add_argument("submissions", type=Path, help="a folder: one sub-folder (or STUDENT_NAME.py files) per student")
     p.add_argument("--out", type=Path, default=Path("grades"), help="where the results go (default ./grades)")
-    p.add_argument("--exercises", default="all", help="comma-separated exercise names (default all)")
+    p.add_argument("--exercises", default="all",
+                   help="comma-separated exercise and question names (default all: every piece and question)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="checks at a time (default: the cores)")
     p.add_argument("--single", action="store_true",
                    help="SUBMISSIONS is one student's folder (Gradescope's /autograder/submission); "
@@ -247,7 +251,8 @@ def run_grade(args, parser) -> int:
     if out.is_dir() and args.submissions.resolve() in out.parents and any(out.rglob("*.py")):
         parser.error(f"--out {args.out} lies in the submissions' folder and holds .py files: is it a "
                      "student's folder? Write the results elsewhere")
-    submissions = find_submissions(args.submissions, names, args.single, skip=out)
+    found = find_submissions(args.submissions, list(dict.fromkeys(map(file_of, names))), args.single, skip=out)
+    submissions = {student: {n: files[file_of(n)] for n in names} for student, files in found.items()}
     if not submissions:
         parser.error(f"no submissions in {args.submissions}: one folder per student (alice/gelu.py), or "
                      "files named STUDENT_EXERCISE.py (alice_gelu.py)")
@@ -278,7 +283,7 @@ def run_grade(args, parser) -> int:
 def exercise_names(text: str, parser) -> list[str]:
     """The exercises named in ``text`` (comma-separated, or "all"); an unknown or empty one refused."""
     if text.strip() == "all":
-        return list(EXERCISES)
+        return list(GRADABLE)
     names = [n.strip() for n in text.split(",")]
     if "" in names:
         parser.error(f"--exercises {text!r} has an empty name: separate the names by single commas")
@@ -286,7 +291,7 @@ def exercise_names(text: str, parser) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def refuse_unknown(names: list[str], parser, known=EXERCISES) -> None:
+def refuse_unknown(names: list[str], parser, known=GRADABLE) -> None:
     """A usage error naming each of ``names`` that is not one of ``known`` (``grade`` and ``check``)."""
     unknown = [n for n in names if n not in known]
     if unknown:

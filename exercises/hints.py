@@ -213,3 +213,75 @@ HINTS: dict[str, tuple[str, ...]] = {
         "step + 1, lr=lr, weight_decay=weight_decay, decay=not (n.endswith('.bias') or 'LayerNorm' in n)).",
     ),
 }
+
+# the graded questions (exercises/checks/questions.py): the idea, then the working; the answer is the student's
+QUESTION_LEVELS = ("the idea", "the working")
+HINTS.update({
+    "snowman": (
+        "Two steps: the basic split (whitespace, then punctuation), then WordPiece on each word. Is the snowman "
+        "punctuation? unicodedata.category tells.",
+        "A symbol (category 'So') is not punctuation, so the glued text stays one word. WordPiece finds 'token', "
+        "'##ization', then nothing for '##\u2603': what happens to a word when one position has no piece?",
+    ),
+    "layernorm_sum": (
+        "Add the same number c to every x_i of a row. What happens to the mean, to x - mean, to y?",
+        "y does not change along the direction (1, 1, ..., 1), so the directional derivative of the loss along it "
+        "is 0, and that derivative is the sum of dL/dx_i.",
+    ),
+    "unscaled_softmax": (
+        "Raw scores at head size D have a standard deviation of sqrt(D). How peaked is a softmax of 16 scores "
+        "with a spread of 8?",
+        "The Jacobian diag(p) - p p^T is small only when one weight is near 1. At D = 64 the largest weight "
+        "averages about 0.84: the Jacobian shrinks, but not to nothing.",
+    ),
+    "masked_count": (
+        "k = min(max_predictions, max(1, round(0.15 n))) with n counting every token, [CLS] and [SEP] included.",
+        "0.15 n is 1.5, 10.5 and 30: Python 3's round goes to the even neighbour on an exact half; then the cap.",
+    ),
+    "isnext_share": (
+        "The coin is fair when the chunk CAN be split. Which chunks cannot?",
+        "A chunk of a single sentence (a one-sentence document, or a document's leftover) has no split point: its "
+        "pair is always NotNext.",
+    ),
+    "untrained_loss": (
+        "At N(0, 0.02) every logit is close to 0. What distribution does a softmax of equal logits give?",
+        "Uniform over the classes: cross-entropy -log(1/C) = log C, for C = V in the MLM head and C = 2 in NSP.",
+    ),
+    "longer_sequences": (
+        "Which products grow with the number of tokens, and which with the number of pairs of tokens?",
+        "Weight matrices (and the MLM head at 15% of the tokens): 4 times the work. QK^T and PV: 16 times. "
+        "Weigh the two with step_flops (or your training_step_flops) for BERT-base.",
+    ),
+    "finetune_rows": (
+        "Which operations read the word table in a fine-tuning model (BertModel and a classifier on pooled)?",
+        "Only the lookup at the bottom: its backward adds gradients into the rows of the tokens it read.",
+    ),
+    "pre_ln_growth": (
+        "In pre-LN, x <- x + f(LN(x)): each of the 48 sub-blocks adds a vector of about the same size to the "
+        "stream, and nothing normalises the stream itself.",
+        "Vectors in nearly independent directions add like a random walk: the squared size grows by about the "
+        "same amount at each layer, so the size grows like the square root of the depth.",
+    ),
+    "float16_total": (
+        "Each partial sum is rounded to the nearest float16. A term changes the total only if it is more than "
+        "half the spacing there.",
+        "The spacing of float16 between 2^e and 2^(e+1) is 2^(e-10). Find the first power of two where half the "
+        "spacing exceeds 1e-4.",
+    ),
+    "ring_bytes": (
+        "The vector is cut into N chunks of S / N bytes. How many steps has each phase, and what does each worker "
+        "send in one step?",
+        "Reduce-scatter: N - 1 steps, one chunk each; all-gather: N - 1 more. The central worker receives a whole "
+        "vector from each other worker.",
+    ),
+    "t_quantile": (
+        "The half-width of the interval is t times s_d / sqrt(n): t is a quantile of Student's t, with n - 1 "
+        "degrees of freedom.",
+        "99% two-sided: the quantile at 0.995. scipy.stats.t.ppf(0.995, df), for df = 2 and 4.",
+    ),
+    "word_rows": (
+        "Two places read the word table in BertForPreTraining: the lookup at the bottom, and the MLM decoder at "
+        "the top.",
+        "The decoder's logits are h W^T over the WHOLE vocabulary: the softmax gives every row a gradient.",
+    ),
+})

@@ -20,9 +20,9 @@ from __future__ import annotations
 import sys
 from types import SimpleNamespace
 
-from . import CAPSTONE, CHECKABLE
+from . import CAPSTONE, CHECKABLE, QUESTIONS
 from .calls import no_exit
-from .hints import HINTS, LEVELS
+from .hints import HINTS, LEVELS, QUESTION_LEVELS
 
 def check(name: str, **functions) -> bool:
     """Check ``functions`` (name=function, as the exercise's stub names them) with exercise ``name``'s checker.
@@ -39,7 +39,7 @@ def check(name: str, **functions) -> bool:
                          f"check(\"gelu\", gelu_forward=gelu_forward), not {name!r}")
     if name not in CHECKABLE:
         raise ValueError(f"no exercise {name!r}; the exercises are: {', '.join(CHECKABLE)}")
-    names = FUNCTIONS if name in CAPSTONE else TABLES[name].functions
+    names = FUNCTIONS if name in CAPSTONE else (name,) if name in QUESTIONS else TABLES[name].functions
     unknown = sorted(set(functions) - set(names))
     if not functions or unknown:
         raise ValueError(f"exercise {name!r} checks the functions {', '.join(names)}; "
@@ -48,7 +48,8 @@ def check(name: str, **functions) -> bool:
     for key, func in functions.items():
         if not callable(func):
             raise TypeError(f"{key} should be the function you wrote, got a {type(func).__name__}")
-    if not (set(functions) >= set(MODEL_FUNCTIONS) if name in CAPSTONE else parts_for(name, functions)):
+    if name not in QUESTIONS and not (set(functions) >= set(MODEL_FUNCTIONS) if name in CAPSTONE
+                                      else parts_for(name, functions)):
         raise ValueError(f"exercise {name!r} checks {', '.join(functions)} together with "
                          f"{', '.join(n for n in names if n not in functions)}: a forward and its backward share "
                          f"a cache; pass them all, e.g. check({name!r}, "
@@ -56,7 +57,9 @@ def check(name: str, **functions) -> bool:
     module = SimpleNamespace(**{k: no_exit(f) for k, f in functions.items()})
     module.__name__ = f"{name} (your {', '.join(functions)})"
     report = run_check(name, module, functions)
-    if report.passed:
+    if report.passed and name in QUESTIONS:
+        print(f"[PASS] {name}: your answer is right.")
+    elif report.passed:
         print(f"[PASS] {name}: your {', '.join(functions)} passed all {report.n_ok} checks.")
     else:
         print(report.render())
@@ -70,12 +73,12 @@ def hint(name: str, level: int = 1, out=None) -> None:
     out = out or sys.stdout
     if not isinstance(name, str) or name not in HINTS:
         raise ValueError(f"no hints for {name!r}; exercises with hints: {', '.join(HINTS)}")
-    tiers = HINTS[name]
+    tiers, levels = HINTS[name], QUESTION_LEVELS if name in QUESTIONS else LEVELS
     if isinstance(level, str) and level.strip().isdigit():
         level = int(level)                 # hint("gelu", "2"), as typed on a command line
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(tiers):
-        raise ValueError(f"{name} has hints 1 to {len(tiers)} ({', '.join(LEVELS[:len(tiers)])}), not {level!r}")
-    print(f"{name}, hint {level} of {len(tiers)} ({LEVELS[level - 1]}):", file=out)
+        raise ValueError(f"{name} has hints 1 to {len(tiers)} ({', '.join(levels[:len(tiers)])}), not {level!r}")
+    print(f"{name}, hint {level} of {len(tiers)} ({levels[level - 1]}):", file=out)
     print(tiers[level - 1], file=out)
     if level < len(tiers):
         print(f"(next: hint({name!r}, {level + 1}))", file=out)

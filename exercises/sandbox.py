@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import file_of
 from .output import Output
 from .codec import Decoder, Encoder
 from .confine import INSIDE, ONE_THREAD, Confinement, Workspace, worker_args
@@ -291,21 +292,22 @@ def _ended(call: str, where: str, doing: str) -> str:
 
 # ------------------------------------------------------------------------------ checking a file
 def source_file(name: str, source: str = "stubs") -> Path:
-    """The file to check for exercise ``name``: ``source`` is "stubs", "solutions", a .py file or a
-    directory holding NAME.py.  Raises ``LoadError`` with a hint that fits when there is none."""
+    """The file to check for exercise ``name``: ``source`` is "stubs", "solutions", a .py file or a directory
+    holding NAME.py (a question: questions.py).  Raises ``LoadError`` with a hint that fits when there is none."""
+    stem = file_of(name)
     if source in ("stubs", "solutions"):
         if source == "solutions" and not (HERE / "solutions").is_dir():
             raise LoadError("this copy of the exercises has no solutions (the student version)",
                             hint="check your own files: python -m exercises check NAME")
-        return HERE / source / f"{name}.py"
+        return HERE / source / f"{stem}.py"
     path = Path(source)
     if path.is_dir():
-        path = path / f"{name}.py"
+        path = path / f"{stem}.py"
         if path.is_dir():
-            raise LoadError(f"{path} is a folder, not a file", hint=f"put your code in a file named {name}.py")
+            raise LoadError(f"{path} is a folder, not a file", hint=f"put your code in a file named {stem}.py")
         if not path.is_file():
             raise LoadError(f"no such file: {path}",
-                            hint=f"--path DIR reads DIR/{name}.py: name your file {name}.py, "
+                            hint=f"--path DIR reads DIR/{stem}.py: name your file {stem}.py, "
                                  "or give --path the file itself")
     if not path.is_file():
         raise LoadError(f"no such file: {path}",

@@ -78,13 +78,22 @@ def exercise_cells(nb) -> list[tuple[int, int]]:
 PREDICT = "Predict, then run"        # a question whose answer the next code cell prints
 
 
+def predicted_cells(nb) -> list[int]:
+    """The cell each "Predict, then run" question is about: the next code cell that is not the answer's
+    (a graded question's answer and its check come first)."""
+    cells, found = nb["cells"], []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown" and PREDICT in source(cell):
+            found += [next(j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"
+                           and not {SOLUTION, CHECK} & set(tags(cells[j])))]
+    return found
+
+
 def revealing_cells(nb) -> set[int]:
     """The code cells whose outputs give an answer away: the exercises' own, the cells after a
     solution that call a function it defines, and the cell a "Predict, then run" question is about."""
-    cells, found, defined = nb["cells"], set(), set()
+    cells, found, defined = nb["cells"], set(predicted_cells(nb)), set()
     for i, cell in enumerate(cells):
-        if cell["cell_type"] == "markdown" and PREDICT in source(cell):
-            found.add(next((j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"), None))
         if cell["cell_type"] != "code":
             continue
         if SOLUTION in tags(cell) or CHECK in tags(cell):

@@ -118,7 +118,9 @@ def test_the_student_copy_reveals_no_solution(student_copy, path):
     for k, cell in enumerate(student["cells"]):
         if k in revealing_cells(original):
             assert cell.get("outputs", []) == [], f"{path.name}, cell {k} keeps an output that answers"
-    predicted = [k + 1 + next(j for j, c in enumerate(original["cells"][k + 1:]) if c["cell_type"] == "code")
+    # the cell each question is about: the next code cell after it that is not a graded answer or its check
+    predicted = [k + 1 + next(j for j, c in enumerate(original["cells"][k + 1:]) if c["cell_type"] == "code"
+                              and not {SOLUTION, CHECK} & set(c.get("metadata", {}).get("tags", [])))
                  for k, c in enumerate(original["cells"])
                  if c["cell_type"] == "markdown" and "Predict, then run" in source(c)]
     assert all(student["cells"][k]["outputs"] == [] for k in predicted), path.name

@@ -5,7 +5,8 @@ A number in a notebook's Markdown passes when
 * ``tests/test_notebooks_prose.py`` computes it from the outputs (its chosen sentences: a mean,
   a difference or a ratio of printed numbers);
 * a code cell before it prints it or sets it, or the code cell right after it does (the cell the
-  sentence introduces, or that a "Predict, then run" answer is about): within the precision
+  sentence introduces, or that a "Predict, then run" answer is about, after a graded question's
+  answer and check cells): within the precision
   the prose gives (0.17 stands for 0.165 to 0.175), a share in percent for a fraction (62.6%
   for 0.626);
 * or its sentence, or an earlier sentence of the notebook stating the same number, carries a
@@ -126,8 +127,9 @@ def unbacked(cells, backed=()) -> list[tuple[int, str, str]]:
         if cell["cell_type"] != "markdown":
             continue
         code = [c for c in cells[:i] if c["cell_type"] == "code"]
-        after = next((c for c in cells[i + 1:] if c["cell_type"] == "code"), None)
-        known = _numbers("\n".join(_text(c["source"]) + "\n" + _outputs(c) for c in code + ([after] if after else [])))
+        after = [next((c for c in cells[i + 1:] if c["cell_type"] == "code" and not answer(c)), None),
+                 next((c for c in cells[i + 1:] if c["cell_type"] == "code"), None)]
+        known = _numbers("\n".join(_text(c["source"]) + "\n" + _outputs(c) for c in code + [c for c in after if c]))
         for sentence in _sentences(_text(cell["source"])):
             maths.extend(_numbers(" ".join(re.findall(r"\$\$.*?\$\$|\$[^$]*\$", sentence, flags=re.S))))   # a formula's
             prose = _prose(sentence)
@@ -141,6 +143,12 @@ def unbacked(cells, backed=()) -> list[tuple[int, str, str]]:
                 if not _matches(*v, known + cited + maths):
                     found.append((i, m.group(), " ".join(sentence.split())[:160]))
     return found
+
+
+def answer(cell) -> bool:
+    """A graded question's answer or check cell (tags solution, check): the prose above a question
+    introduces the cell after them."""
+    return bool({"solution", "check"} & set(cell.get("metadata", {}).get("tags", [])))
 
 
 def _cells(path):

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .. import CAPSTONE
+from .. import CAPSTONE, QUESTIONS
 from ..calls import no_exit
 from ..cases import TABLES
 from ..pieces import swapped
@@ -25,7 +25,7 @@ from ..remote import RemoteModule, WorkerGone
 from ..report import Abort, Report
 from . import adamw, attention, attention_dropout, bert, classifier_head, cross_entropy, dropout, embedding, encoder_layer
 from . import gelu, layernorm, linear, mlm_masking, nsp_pairing, pooler, schedule, seed_comparison, softmax
-from . import loss_scaler, ring_allreduce, step_flops, wordpiece
+from . import loss_scaler, questions, ring_allreduce, step_flops, wordpiece
 
 # The parts of an exercise whose functions a notebook checks one at a time (``check("schedule",
 # learning_rate=...)``): each part names the functions it calls.  The other exercises are one part.
@@ -88,6 +88,8 @@ def run_check(name: str, module, functions=None) -> Report:
     report = Report(name, module)
     if name in CAPSTONE:
         checks = [_capstone(module, functions)]
+    elif name in QUESTIONS:
+        checks = [lambda r: questions.check(r, name)]
     else:
         checks = [CHECKS[name]] if functions is None else parts_for(name, functions)
     try:
