@@ -120,6 +120,12 @@ def test_fine_tuning_sweep_is_complete_and_the_prose_counts_it():
         for seed in (0, 1, 2):
             a, b = acc[lr, epochs, "pre-trained", seed], acc[lr, epochs, "random init", seed]
             ahead, tied, behind = ahead + (a > b), tied + (a == b), behind + (a < b)
+    # every run measured on the development sentences too, as often as on the test sentences: a setting is
+    # chosen on those (the notebook's lines under its table), then reported on the test sentences
+    for r in sweep["runs"]:
+        dev = r["dev_accuracy_every_2_epochs"]
+        assert len(dev) == len(r["accuracy_every_2_epochs"]) and r["final_dev_accuracy"] == dev[-1]
+        assert all(0 <= a <= 1 and abs(400 * a - round(400 * a)) < 1e-9 for a in dev)     # of 400 sentences
     prose, _ = notebook("08_fine_tuning.ipynb")
     assert tied == 0
     assert f"the pre-trained start is ahead in {ahead} of the {ahead + behind} pairs and behind in {behind}" in prose

@@ -173,7 +173,9 @@ QUESTIONS = {
          "where no piece matches makes the whole word [UNK]"),
         ([["[UNK]"], ["[UNK]"]], "with a space, the snowman is a word of its own: only that word is unknown"),
         ([["token", "##ization", "##[UNK]"], ["token", "##ization", "[UNK]"]],
-         "WordPiece never emits a piece for the unknown part: the whole word becomes [UNK], and nothing else"))),
+         "WordPiece never emits a piece for the unknown part: the whole word becomes [UNK], and nothing else"),
+        ([["token", "##ization"], ["token", "##ization"]],
+         "nothing is dropped silently: a word WordPiece cannot cut, or a word of its own, becomes [UNK]"))),
     "layernorm_sum": Question("choice", _truth_layernorm_sum, options="abcd", mistakes=(
         ("b", "that is the sum of the gradient that reaches x-hat; the mean subtraction takes it out again"),
         ("c", "that would be true of y = x + b; LayerNorm's output does not change when every input moves by "
@@ -197,7 +199,10 @@ QUESTIONS = {
         ([0.0, 0.0], "an untrained model knows nothing: its loss is that of a guess, not zero"),
         ([2000.0, 2.0], "a cross-entropy is -log p of the right class: the log of the number of classes"),
         ([math.log(2000), 0.0], "the NSP head guesses too: it has 2 classes"),
-        ([math.log10(2000), math.log10(2)], "the natural log: cross-entropy is measured in nats"))),
+        ([math.log10(2000), math.log10(2)], "the natural log: cross-entropy is measured in nats"),
+        ([math.log2(2000), 1.0], "the natural log: cross-entropy is measured in nats, not bits"),
+        ([math.log(30522), math.log(2)], "this model's vocabulary has V = 2,000 tokens, not BERT's 30,522"),
+        ([1 / 2000, 0.5], "those are the probabilities of the right class; the loss is -log of them"))),
     "longer_sequences": Question("number", _truth_longer_sequences, tol=0.01, mistakes=(
         (4.0, "the weight matrices' work grows with the tokens, 4 times; the attention products QK^T and PV grow "
               "with the square of the sequence length"),
@@ -223,7 +228,8 @@ QUESTIONS = {
                         "as many chunks again"),
         ([8000, 24000], "each of the 2 (N - 1) steps sends ONE chunk of S / N bytes"),
         ([12000, 32000], "worker 0 of the central scheme has its own vector: it receives from N - 1 workers"),
-        ([16000, 32000], "2 (N - 1) steps of S / N bytes; the central worker receives from the N - 1 others"))),
+        ([16000, 32000], "2 (N - 1) steps of S / N bytes; the central worker receives from the N - 1 others"),
+        ([48000, 24000], "each step of the ring sends ONE chunk of S / N bytes, not the whole vector"))),
     "t_quantile": Question("numbers", _truth_t_quantile, tol=1e-3, size=2, mistakes=(
         ([2.576, 2.576], "that is the normal quantile: with the spread estimated from n seeds, Student's t with "
                          "n - 1 degrees of freedom"),
@@ -231,7 +237,8 @@ QUESTIONS = {
         ([4.303, 2.776], "99%, not 95%: the notebook holds each of five flags to 1%"),
         ([6.965, 3.747], "two-sided: 0.5% in each tail, the quantile at 0.995"))),
     "word_rows": Question("number", _truth_word_rows, tol=0.0, mistakes=(
-        (12.0, TIED), (11.0, TIED), (13.0, TIED))),
+        (12.0, TIED), (11.0, TIED), (13.0, TIED),
+        (30.0, "[PAD]'s row is zeroed in the lookup's share only: the decoder's softmax reaches it like any other"))),
 }
 
 

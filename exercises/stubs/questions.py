@@ -108,7 +108,8 @@ def longer_sequences():
 
 def finetune_rows():
     """Notebook 8.  Fine-tuning: BertModel (no pre-training heads) and a classifier on the pooled output.
-    One batch, forward and backward: which rows of the word-embedding table get a gradient that is not 0?
+    One batch without padding, forward and backward: which rows of the word-embedding table get a gradient
+    that is not 0?
 
         a: exactly the rows of the tokens in the batch
         b: every row of the table
