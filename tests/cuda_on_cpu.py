@@ -241,21 +241,39 @@ def _build(source, name, raw=True):
         full = _PRELUDE + source + _LAUNCH.replace("KERNEL_CALL", f"{name}({call})")
     else:
         full = source
-    key = hashlib.sha256(full.encode()).hexdigest()[:20]
+    flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
+    key = hashlib.sha256("\0".join([full, compiler(), *flags]).encode()).hexdigest()[:24]
     if key in _compiled:
         return _compiled[key]
     if _workdir is None:
         _workdir = tempfile.TemporaryDirectory(prefix="minibert-cuda-on-cpu-")
-    src = os.path.join(_workdir.name, key + ".cpp")
-    lib = os.path.join(_workdir.name, key + ".so")
-    with open(src, "w") as f:
-        f.write(full)
-    cmd = [compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-w", src, "-o", lib]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} does not compile on the CPU:\n{done.stderr[-3000:]}")
+    lib = os.path.join(_shared_dir() or _workdir.name, key + ".so")
+    if not os.path.isfile(lib):               # compiled here, by this process, or by another before
+        src = os.path.join(_workdir.name, key + ".cpp")
+        with open(src, "w") as f:
+            f.write(full)
+        part = os.path.join(_workdir.name, key + ".so")
+        done = subprocess.run([compiler(), *flags, src, "-o", part], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} does not compile on the CPU:\n{done.stderr[-3000:]}")
+        if part != lib:
+            shutil.copyfile(part, lib + f".{os.getpid()}")
+            os.replace(lib + f".{os.getpid()}", lib)      # whole or not at all: another process may load it
     _compiled[key] = (ctypes.CDLL(lib), params if raw else None)
     return _compiled[key]
+
+
+def _shared_dir():
+    """A folder of this user's alone where the test processes (pytest-xdist's workers, later runs) share
+    what they compiled, by the hash of the source, the compiler and its flags; None where there is none."""
+    path = os.path.join(tempfile.gettempdir(), f"minibert-cuda-on-cpu-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path)
+    except OSError:
+        return None
+    private = info.st_uid == os.getuid() and not info.st_mode & 0o077   # nobody else may put a library here
+    return path if private else None
 
 
 def _signature(source, name):
