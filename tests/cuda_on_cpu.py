@@ -198,6 +198,58 @@ extern "C" int minibert_launch(void** args, long long grid, int block) {
 }
 """
 
+# A kernel that reaches no barrier runs each thread to its end before the next one starts, fibers or not:
+# its threads are then called one after another, without a fiber each (three system calls a thread).
+_LAUNCH_PLAIN = r"""
+static void** minibert_args;
+extern "C" int minibert_launch(void** args, long long grid, int block) {
+    using namespace emu;
+    minibert_args = args;
+    blockDim.x = block;
+    gridDim.x = (unsigned int)grid;
+    for (long long b = 0; b < grid; ++b) {
+        blockIdx.x = (unsigned int)b;
+        for (int t = 0; t < block; ++t) {
+            current = t;
+            threadIdx.x = (unsigned int)t;
+            KERNEL_CALL;
+        }
+    }
+    return 0;
+}
+"""
+_WAITS = ("__syncthreads", "__syncwarp", "__shfl", "wait_at", "mma16816")
+
+
+def reaches_a_barrier(source, name):
+    """Whether kernel ``name`` of ``source`` may wait at a barrier: its body, or the body of a function or
+    macro it names (and so on), names one of the primitives that wait (``_WAITS``).  By names, so a
+    function that merely shares a name with one that waits counts as waiting: the answer errs on the
+    side of fibers.  A kernel whose body cannot be found waits."""
+    text = _PRELUDE + source
+    bodies = {}
+    for m in re.finditer(r"\b(\w+)\s*\([^;{}()]*(?:\([^()]*\)[^;{}()]*)*\)\s*(?:const\s*)?\{", text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if m.group(1) not in ("if", "for", "while", "switch", "return", "sizeof"):     # a definition, not a block
+            bodies[m.group(1)] = bodies.get(m.group(1), "") + text[m.end():i]
+    for m in re.finditer(r"^\s*#define\s+(\w+)(.*(?:\\\n.*)*)", text, re.M):
+        bodies[m.group(1)] = bodies.get(m.group(1), "") + m.group(2)
+    if name not in bodies:
+        return True
+    waits = {w for w in bodies if any(p in w for p in _WAITS)} | set(_WAITS)
+    names = {n: set(re.findall(r"\b\w+\b", b)) for n, b in bodies.items()}
+    while True:                                   # every function that names one that waits, waits
+        more = {n for n, used in names.items() if n not in waits
+                and (used & waits or any(p in b for p in _WAITS for b in [bodies[n]]))}
+        if not more:
+            break
+        waits |= more
+    return name in waits
+
+
 _compiled = {}
 _workdir = None
 _status = None
@@ -238,7 +290,8 @@ def _build(source, name, raw=True):
     if raw:
         params = _signature(source, name)
         call = ", ".join(_arg_expr(i, ctype, ptr) for i, (ctype, ptr) in enumerate(params))
-        full = _PRELUDE + source + _LAUNCH.replace("KERNEL_CALL", f"{name}({call})")
+        launch = _LAUNCH if reaches_a_barrier(source, name) else _LAUNCH_PLAIN
+        full = _PRELUDE + source + launch.replace("KERNEL_CALL", f"{name}({call})")
     else:
         full = source
     flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
