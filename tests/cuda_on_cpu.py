@@ -310,8 +310,11 @@ def _build(source, name, raw=True):
         if done.returncode != 0:
             raise RuntimeError(f"{name} does not compile on the CPU:\n{done.stderr[-3000:]}")
         if part != lib:
-            shutil.copyfile(part, lib + f".{os.getpid()}")
-            os.replace(lib + f".{os.getpid()}", lib)      # whole or not at all: another process may load it
+            try:
+                shutil.copyfile(part, lib + f".{os.getpid()}")
+                os.replace(lib + f".{os.getpid()}", lib)  # whole or not at all: another process may load it
+            except OSError:                               # the shared folder went away: this process's own
+                lib = part
     _compiled[key] = (ctypes.CDLL(lib), params if raw else None)
     return _compiled[key]
 
