@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import CAPSTONE, CHECKABLE, EXERCISES, QUESTIONS, file_of
+from . import CAPSTONE, CHECKABLE, EXERCISES, QUESTIONS, QUESTIONS_FILE, file_of
 from .cases.recorded import write_student_cases
 from .grade import add_grade_parser, refuse_unknown, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TIMEOUTS, LoadError, Worker, check_isolated, source_file
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
         width = max(map(len, CHECKABLE))
         for name, what in EXERCISES.items():
             print(f"  {name:<{width}}  {what}")
-        print(f"\nthe graded questions, each a function of {file_of(next(iter(QUESTIONS)))}.py (NN: its notebook):")
+        print(f"\nthe graded questions, each a function of {QUESTIONS_FILE}.py (NN: its notebook):")
         for name, what in QUESTIONS.items():
             print(f"  {name:<{width}}  {what}")
         print("\nthe capstone, once the pieces pass (notebook 13):")

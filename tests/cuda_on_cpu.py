@@ -239,11 +239,10 @@ def reaches_a_barrier(source, name):
         bodies[m.group(1)] = bodies.get(m.group(1), "") + m.group(2)
     if name not in bodies:
         return True
-    waits = {w for w in bodies if any(p in w for p in _WAITS)} | set(_WAITS)
+    waits = {n for n, b in bodies.items() if any(p in b for p in _WAITS)}
     names = {n: set(re.findall(r"\b\w+\b", b)) for n, b in bodies.items()}
     while True:                                   # every function that names one that waits, waits
-        more = {n for n, used in names.items() if n not in waits
-                and (used & waits or any(p in b for p in _WAITS for b in [bodies[n]]))}
+        more = {n for n, used in names.items() if n not in waits and used & waits}
         if not more:
             break
         waits |= more
