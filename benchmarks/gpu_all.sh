@@ -101,7 +101,7 @@ $PY benchmarks/bench_attention.py --reps "$((reps * 2))" --json "$OUT/attention.
 cat "$OUT/attention.md"
 fi
 
-part notebooks && for nb in 07_gpu_with_cupy 10_mixed_precision; do
+part notebooks && for nb in 07_gpu_with_cupy 10b_mixed_precision_on_a_gpu; do
   echo "== notebook $nb"
   $PY -m nbconvert --to notebook --execute "notebooks/$nb.ipynb" --output-dir "$OUT" \
       --output "${nb}_on_this_gpu" > "$OUT/$nb.log" 2>&1 && echo "ran" || tail -5 "$OUT/$nb.log"

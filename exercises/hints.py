@@ -247,6 +247,29 @@ HINTS.update({
         "At N(0, 0.02) every logit is close to 0. What distribution does a softmax of equal logits give?",
         "Uniform over the classes: cross-entropy -log(1/C) = log C, for C = V in the MLM head and C = 2 in NSP.",
     ),
+    "nsp_prior": (
+        "A model that knows only the prior answers P(NotNext) = p for every pair: its loss on a pair is -ln p or "
+        "-ln(1 - p). How often is each one paid, on the training pairs and on the held-out pairs?",
+        "Training pairs: NotNext with probability p, so -p ln p - (1 - p) ln(1 - p). Held-out pairs: balanced, so "
+        "-(ln p + ln(1 - p)) / 2. Use p as printed above, in nats.",
+    ),
+    "standard_errors": (
+        "A model that has learned nothing gets each pair right with probability 1/2: its accuracy on n pairs is a "
+        "mean of n coin flips. What is the standard deviation of that mean?",
+        "sqrt(0.5 * 0.5 / n) for n = 238 pairs; the answer is (accuracy - 0.5) divided by it.",
+    ),
+    "mixed_bound": (
+        "Split the float32 step's time into the products (a share f of it: the MFU, the products at the ceiling) "
+        "and the rest. What happens to each part when only the products get faster?",
+        "Amdahl's law: the step takes (1 - f) + f / r of its time, r the ratio of the ceilings; the speed-up is "
+        "the inverse.",
+    ),
+    "attention_share": (
+        "Count per token and layer: the weight matrices (Q, K, V, output, the feed-forward's two) against the two "
+        "attention products, forward and backward alike.",
+        "Weights: 2 (4 H^2 + 2 H I) FLOPs per token and layer; q k^T and P v: 2 T H each. The heads do not "
+        "change either count; the MLM head and the pooler add a little to the total.",
+    ),
     "longer_sequences": (
         "Which products grow with the number of tokens, and which with the number of pairs of tokens?",
         "Weight matrices (and the MLM head at 15% of the tokens): 4 times the work. QK^T and PV: 16 times. "

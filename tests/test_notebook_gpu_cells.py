@@ -1,6 +1,6 @@
 """The notebooks' GPU cells, which a machine without a GPU never runs, run on the CPU stand-in for
 CUDA (``tests/cuda_on_cpu.py``) at small sizes: notebook 7's batch sweep (its ceiling and its timed
-step on ``device="cuda"``) and notebook 10's float32 against mixed precision step.  The functions
+step on ``device="cuda"``) and notebook 10b's float32 against mixed precision step.  The functions
 are taken from the committed notebooks, so a slip in a branch that only a GPU takes shows here.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_notebook_7_sweeps_a_gpu(synchronized):
 def test_notebook_10_times_both_precisions_on_a_gpu(synchronized):
     from minibert import BertConfig, BertForPreTraining
     from minibert.optim import AdamW, LossScaler, scaled_step, unscale_and_clip
-    g = functions("10_mixed_precision.ipynb", ["gpu_step_ms"],
+    g = functions("10b_mixed_precision_on_a_gpu.ipynb", ["gpu_step_ms"],
                   dict(BertConfig=BertConfig, BertForPreTraining=BertForPreTraining, AdamW=AdamW,
                        LossScaler=LossScaler, scaled_step=scaled_step, unscale_and_clip=unscale_and_clip,
                        np=np, time=time))

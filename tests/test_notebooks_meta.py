@@ -40,16 +40,23 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_name_and_kernel(path):
-    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), \
-        f"{path.name}: name notebooks NN_lowercase_words.ipynb"
+    assert re.fullmatch(r"\d\d[a-z]?_[a-z0-9_]+\.ipynb", path.name), \
+        f"{path.name}: name notebooks NN_lowercase_words.ipynb (NNa_, NNb_ for the parts of one)"
     meta = json.loads(path.read_text(encoding="utf-8"))["metadata"]
     assert meta.get("kernelspec", {}).get("name") == "python3", \
         f"{path.name}: the kernel must be 'python3' (nbval starts that kernel)"
 
 
 def test_numbers_are_unique():
-    numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert len(numbers) == len(set(numbers)), f"two notebooks share a number: {numbers}"
+    """Each number is one notebook, or the parts a, b, ... of one, and the numbers run from 01 without a gap."""
+    prefixes = [p.name.split("_")[0] for p in NOTEBOOKS]
+    assert len(prefixes) == len(set(prefixes)), f"two notebooks share a number: {prefixes}"
+    numbers = sorted({int(prefix[:2]) for prefix in prefixes})
+    assert numbers == list(range(1, len(numbers) + 1)), f"the numbers have a gap: {numbers}"
+    for n in numbers:
+        parts = sorted(prefix[2:] for prefix in prefixes if int(prefix[:2]) == n)
+        assert parts == [""] or parts == [chr(ord("a") + k) for k in range(len(parts))] and len(parts) > 1, \
+            f"notebook {n:02d}: either one notebook or parts a, b, ...: {parts}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -18,7 +18,7 @@ SYLLABUS = ROOT / "notebooks" / "README.md"
 def _rows():
     rows = {}
     for line in SYLLABUS.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"\| \[(\d\d) [^]]+\]\((\S+\.ipynb)\) \| (core|systems) \|.*\| ([^|]*) \| ([\d,]+) \| (\d+) s \|$", line)
+        m = re.match(r"\| \[(\d\d[a-z]?) [^]]+\]\((\S+\.ipynb)\) \| (core|systems) \|.*\| ([^|]*) \| ([\d,]+) \| (\d+) s \|$", line)
         if m:
             rows[m.group(2)] = dict(exercises=re.findall(r"`(\w+)`", m.group(4)), words=int(m.group(5).replace(",", "")))
     return rows

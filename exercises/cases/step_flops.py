@@ -90,7 +90,7 @@ case("MFU upside down", "MFU is the rate reached over the peak rate: (flops_per_
 
 
 def _by_token(L, H, I, V, B, T, n_labelled):
-    """Per token, as notebook 6 counts: 6 N + 12 L T H, then the pooler and the head at their positions."""
+    """Per token, as notebook 6a counts: 6 N + 12 L T H, then the pooler and the head at their positions."""
     per_token = 6 * L * (4 * H * H + 2 * H * I) + 12 * L * T * H
     return per_token * B * T + 6 * B * H * H + 6 * n_labelled * (H * H + V * H)
 

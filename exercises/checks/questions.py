@@ -10,14 +10,19 @@ report never prints the right answer.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..calls import call
 from ..hints import HINTS
 from ..report import Abort, Report
+
+ROOT = Path(__file__).resolve().parents[2]      # the repository: the committed runs some questions are about
+H200 = ROOT / "benchmarks/results/h200_step_2026-11-27.json"         # notebook 10b's step times
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,40 @@ def _truth_untrained_loss():
     out = model.forward(ids, np.zeros_like(ids), np.ones_like(ids), mlm_labels=labels,
                         nsp_labels=rng.integers(0, 2, B), train=False)
     return [float(out.mlm_loss), float(out.nsp_loss)]
+
+
+def _truth_nsp_prior():
+    from minibert.data import build_pretraining_dataset, load_corpus
+    from minibert.data.tokenizer import WordPieceTokenizer
+    from minibert.train import split_documents
+    tok = WordPieceTokenizer.from_vocab_file(ROOT / "notebooks/pretrained/docs-bert-h64/vocab.txt")
+    docs, _ = split_documents(load_corpus("builtin"), 0.1, 0)
+    p = build_pretraining_dataset(docs, tok, max_seq_length=32, dupe_factor=2, seed=0).not_next_share()
+    return [-(p * math.log(p) + (1 - p) * math.log(1 - p)), -(math.log(p) + math.log(1 - p)) / 2]   # the prior's
+
+
+def _truth_standard_errors():
+    path = ROOT / "notebooks/pretrained/docs-bert-h64/metrics.jsonl"
+    last = [r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r["kind"] == "eval"][-1]
+    return (last["nsp_acc"] - 0.5) / math.sqrt(0.25 / last["n_pairs"])      # in standard errors of chance
+
+
+def _truth_mixed_bound():
+    """Amdahl's law on the H200's float32 base step at 512: its products (its MFU) at the float16 ceiling."""
+    h = json.loads(H200.read_text(encoding="utf-8"))["step"]
+    row = next(r for r in h["float32"]["512"] if r["form"] == "minibert" and r["preset"] == "base")
+    ceiling = {p: np.median([r["gemm_peak"] for rows in h[p].values() for r in rows]) for p in h}
+    f = row["gflops"] / row["gemm_peak"]
+    return float(1 / ((1 - f) + f * ceiling["float32"] / ceiling["mixed"]))
+
+
+def _truth_attention_share():
+    import minibert as mb
+    from minibert.model.flops import step_flops
+    c, B, T = mb.BertConfig.from_preset("base", vocab_size=30522), 32, 512
+    n = next(r["n_masked"] for r in json.loads(H200.read_text(encoding="utf-8"))["step"]["mixed"]["512"]
+             if r["preset"] == "base")
+    return 100 * 3 * c.num_hidden_layers * 2 * 2 * B * T * T * c.hidden_size / step_flops(c, B, T, n)
 
 
 def _truth_longer_sequences():
@@ -203,6 +242,24 @@ QUESTIONS = {
         ([math.log2(2000), 1.0], "the natural log: cross-entropy is measured in nats, not bits"),
         ([math.log(30522), math.log(2)], "this model's vocabulary has V = 2,000 tokens, not BERT's 30,522"),
         ([1 / 2000, 0.5], "those are the probabilities of the right class; the loss is -log of them"))),
+    "nsp_prior": Question("numbers", _truth_nsp_prior, tol=2e-3, size=2, mistakes=(
+        ([0.693, 0.693], "that is a coin flip's loss; this model answers P(NotNext) = p for every pair"),
+        ([0.767, 0.623], "the other way round: the prior fits the training pairs best, not the balanced ones"),
+        ([0.623, 0.623], "the held-out pairs are balanced: half of them cost -ln p, half -ln(1 - p)"),
+        ([0.898, 1.107], "in nats (natural logarithms), as every loss of the course; those are bits"))),
+    "standard_errors": Question("number", _truth_standard_errors, tol=0.01, mistakes=(
+        (4.019, "the noise of a model that learned nothing, p = 1/2: the standard error is sqrt(0.25 / n)"),
+        (120.0, "the standard error is the square root of the variance 0.25 / n"),
+        (389.0, "keep both in the same units: 0.126 against 0.032, or 12.6 points against 3.2"))),
+    "mixed_bound": Question("number", _truth_mixed_bound, tol=0.01, mistakes=(
+        (12.0, "only the products get faster; the rest of the step (a share 1 - f of its time) takes as long"),
+        (2.69, "the products do not vanish: they still take f / 12 of the float32 step's time"),
+        (1.52, "f is the share of the time in the products, the MFU; 1 - f is the rest"))),
+    "attention_share": Question("number", _truth_attention_share, tol=0.06, mistakes=(
+        (25.0, "the feed-forward's two matrices, 2 H I per token each, are the largest part of the work"),
+        (2.7, "at 512 tokens: T is the sequence length, the attention products grow with it"),
+        (5.3, "two products: q k^T and P v, each 2 T H FLOPs per token and layer"),
+        (57.0, "the heads share H between them: A heads of size H / A cost what one head of size H would"))),
     "longer_sequences": Question("number", _truth_longer_sequences, tol=0.01, mistakes=(
         (4.0, "the weight matrices' work grows with the tokens, 4 times; the attention products QK^T and PV grow "
               "with the square of the sequence length"),

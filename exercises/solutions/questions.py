@@ -53,6 +53,32 @@ def pre_ln_growth():
     return "b"
 
 
+def nsp_prior():
+    # p = 0.686: -p ln p - (1 - p) ln(1 - p) on the training pairs, -(ln p + ln(1 - p)) / 2 on balanced ones
+    p = 0.6856
+    return -(p * math.log(p) + (1 - p) * math.log(1 - p)), -(math.log(p) + math.log(1 - p)) / 2
+
+
+def standard_errors():
+    # chance's standard error on 238 pairs is sqrt(0.25 / 238) = 0.0324; 0.126 / 0.0324
+    return (0.626 - 0.5) / math.sqrt(0.25 / 238)
+
+
+def mixed_bound():
+    # Amdahl: the products' share f = 0.63 of the time runs r = 12.3 times as fast, the rest as before
+    f, r = 0.628, 12.3
+    return 1 / ((1 - f) + f / r)
+
+
+def attention_share():
+    # per token and layer: 2 (4 H^2 + 2 H I) for the weights against 2 * 2 T H for q k^T and P v (the head adds
+    # a little to the total): 2,048 / 20,480, about 10%
+    H, I, T = 768, 3072, 512
+    weights = 2 * (4 * H**2 + 2 * H * I)
+    attention = 2 * 2 * T * H
+    return 100 * attention / (weights + attention)
+
+
 def float16_total():
     # at 0.25 the spacing is 2^-12 = 2.4e-4: 1e-4 is less than half of it and rounds away
     return 0.25

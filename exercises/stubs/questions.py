@@ -83,12 +83,37 @@ def isnext_share():
 
 
 def untrained_loss():
-    """Notebook 6.  A BertForPreTraining with a vocabulary of V = 2,000 tokens, initialised as BERT is
+    """Notebook 6a.  A BertForPreTraining with a vocabulary of V = 2,000 tokens, initialised as BERT is
     (weights N(0, 0.02^2), biases 0), before any training: what are its MLM loss and its NSP loss on a
     batch, in nats? (Within 2%.)
 
     Returns:
         two numbers: (mlm_loss, nsp_loss)
+    """
+    # TODO: your answer
+    raise NotImplementedError
+
+
+def nsp_prior():
+    """Notebook 6b.  docs-bert-h64's training pairs are NotNext with probability p (the share notebook 6b
+    prints, about 68.6%); its held-out pairs are balanced. A model that has learned only this prior answers
+    P(NotNext) = p for every pair. What NSP loss (cross-entropy in nats) does it get on the training pairs, and
+    on the held-out pairs? (Within 0.2%.)
+
+    Returns:
+        two numbers: (training_loss, heldout_loss)
+    """
+    # TODO: your answer
+    raise NotImplementedError
+
+
+def standard_errors():
+    """Notebook 6b.  At step 5,000 docs-bert-h64 answers 62.6% of its 238 held-out NSP pairs right (the
+    accuracy notebook 6b prints). A model that has learned nothing would score 50% plus noise. How many standard
+    errors of that noise is 62.6% above 50%? (Within 1%.)
+
+    Returns:
+        one number
     """
     # TODO: your answer
     raise NotImplementedError
@@ -141,11 +166,37 @@ def pre_ln_growth():
 
 
 def float16_total():
-    """Notebook 10.  10,000 terms of 1e-4 are added into a running sum that is rounded to float16 after
+    """Notebook 10a.  10,000 terms of 1e-4 are added into a running sum that is rounded to float16 after
     every addition (np.cumsum(..., dtype=np.float16)). Where does the sum end? (Within 0.1%.)
 
     Returns:
         one number
+    """
+    # TODO: your answer
+    raise NotImplementedError
+
+
+def mixed_bound():
+    """Notebook 10b.  On the H200, minibert's float32 step of BERT-base at seq-len 512 spends a share f of its
+    time in its products (its MFU against its process's float32 ceiling, which notebook 10b prints, about 63%),
+    and the float16 ceiling is r times the float32 one (printed too, about 12). If mixed precision made the
+    products run at the float16 ceiling and left the rest of the step as it was, how many times as fast would
+    the step be? (Within 1%.)
+
+    Returns:
+        one number
+    """
+    # TODO: your answer
+    raise NotImplementedError
+
+
+def attention_share():
+    """Notebook 10b.  BERT-base (H = 768, I = 3,072, 12 layers, 12 heads), a training step on sequences of 512
+    tokens: what share of its FLOPs (the matrix products, forward and backward) are the attention products
+    q k^T and P v? In percent. (Within 6%: the nearest whole percent will do.)
+
+    Returns:
+        one number, a percentage
     """
     # TODO: your answer
     raise NotImplementedError

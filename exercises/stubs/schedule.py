@@ -1,6 +1,6 @@
 """Exercise: BERT's learning-rate schedule, and gradient clipping by the global norm.
 
-Two pieces of the training loop around the optimiser (notebook 6).
+Two pieces of the training loop around the optimiser (notebook 6a).
 
 The learning rate.  BERT warms the rate up linearly from 0 to its peak over
 the first warmup_steps updates, then lets it fall linearly to 0 at

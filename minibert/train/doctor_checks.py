@@ -2,7 +2,7 @@
 
 Each takes a ``RunLog`` and returns a ``Check``.  The thresholds are written out where they
 are used, with the reasoning; they were set on the committed runs of ``make demo``'s recipe
-and of notebook 6's curves (healthy ones, and ones broken on purpose), not on any run the
+and of notebooks 6a and 6b's curves (healthy ones, and ones broken on purpose), not on any run the
 tests check.
 """
 from __future__ import annotations

@@ -56,7 +56,7 @@ def check_stability(log: RunLog) -> Check:
 
 
 def _instabilities(log: RunLog, n: dict) -> list:
-    """(verdict, what) for each sign of instability; thresholds from notebook 6's runs.
+    """(verdict, what) for each sign of instability; thresholds from notebook 6b's runs.
 
     Healthy runs there never rise more than 0.2 nats above their lowest loss, and their gradient
     norm stays below 3; at 100 times the learning rate the loss jumps 3.2 nats and the norm's
