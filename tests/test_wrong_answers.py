@@ -19,6 +19,7 @@ _spec.loader.exec_module(census)
 
 FILES = census.answer_files()
 HOLDOUT = census.answer_files(root=ROOT / "tests" / "data" / "wrong_answers_holdout")
+THIRD = census.answer_files(root=ROOT / "tests" / "data" / "wrong_answers_holdout_2")
 EXERCISES = {p.name for p in (ROOT / "exercises" / "stubs").glob("*.py") if p.name != "__init__.py"}
 
 
@@ -82,3 +83,14 @@ def test_the_checker_rejects_the_held_out_answers(path):
     assert answer["slip"] and answer["names_it"], _id(path)
     result = census.census_one(path)
     assert result["verdict"] == "FAIL" and result["first_fail"], f"{_id(path)} got [{result['verdict']}]"
+
+
+def test_the_third_set_is_wide_enough_and_says_each_slip():
+    """The set written before the diagnosis by mutation (its README has the census before): at least 40
+    answers over at least 15 exercises, each with its slip and a rule that no empty hint meets."""
+    assert len(THIRD) >= 40 and len({p.parent.name for p in THIRD}) >= 15
+    for path in THIRD:
+        answer = census.read_answer(path)
+        assert answer["slip"] and answer["names_it"], _id(path)
+        assert not census.names_the_mistake("", answer["names_it"]), _id(path)
+

@@ -1,0 +1,82 @@
+# slip: dv = P dout: P is not transposed (out = P v, so dv = P^T dout); the shapes fit because P is (T, T)
+# names it: dv & transpos | P^T dout | P^T @ dout | dv & swapaxes
+"""Exercise: scaled dot-product attention with a padding mask.
+
+For every head, each query attends to every key of its sequence:
+
+    S = q k^T / sqrt(D)                (B, A, T, T): one score per (query, key)
+    S[..., key] = -big   where the key is padding (attention_mask == 0)
+    P = softmax(S) over the keys       (each row sums to 1)
+    out = P v                          (B, A, T, D)
+
+Shapes: B batch, A heads, T sequence length, D head size (H / A).
+
+Two rules for every function here: work in float64 (the checker passes float64
+arrays and wants float64 results back), and change no argument in place (q, k,
+v, attention_mask, dout, the cache): compute new arrays and return them.  The
+caller still uses its arrays after the call: a residual connection sends the
+same x, and the same gradient, into two branches.
+
+Check your work with:   python -m exercises check attention
+"""
+import math
+
+import numpy as np
+
+
+def attention_forward(q, k, v, attention_mask):
+    """Forward pass.
+
+    Args:
+        q, k, v: (B, A, T, D)
+        attention_mask: (B, T) of 0/1: 1 = a real token, 0 = padding
+
+    Returns:
+        out: (B, A, T, D)
+        cache: what the backward pass needs
+
+    Hints:
+        * the mask hides *keys* (the last axis of S), for every query and head:
+          reshape it to (B, 1, 1, T) so it broadcasts.
+        * mask *before* the softmax, by adding a very negative number to the
+          scores of padded keys (np.finfo(q.dtype).min, as Hugging Face does).
+          Zeroing probabilities after the softmax leaves rows that no longer
+          sum to 1.
+        * do not forget the 1 / sqrt(D).
+        * scores can be large: subtract each row's maximum before exp, as in
+          the softmax exercise.
+    """
+    D = q.shape[-1]
+    S = q @ k.swapaxes(-1, -2) / math.sqrt(D)
+    keep = attention_mask[:, None, None, :] != 0          # (B, 1, 1, T): hides keys
+    S = np.where(keep, S, np.finfo(q.dtype).min)
+    S = S - S.max(axis=-1, keepdims=True)
+    E = np.exp(S)
+    P = E / E.sum(axis=-1, keepdims=True)
+    out = P @ v
+    cache = (q, k, v, P)
+    return out, cache
+
+
+def attention_backward(dout, cache):
+    """Backward pass.
+
+    Args:
+        dout: (B, A, T, D)
+
+    Returns:
+        dq, dk, dv: (B, A, T, D) each
+
+    Derive it by going back through the forward pass one line at a time
+    (out = P v, P = softmax(S), S = q k^T / sqrt(D) + mask); the mask is a
+    constant.  Your softmax exercise's backward pass is one of the steps.
+    Stuck?  python -m exercises hint attention   (then 2, then 3)
+    """
+    q, k, v, P = cache
+    D = q.shape[-1]
+    dv = P @ dout
+    dP = dout @ v.swapaxes(-1, -2)
+    dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+    dq = dS @ k / math.sqrt(D)
+    dk = dS.swapaxes(-1, -2) @ q / math.sqrt(D)
+    return dq, dk, dv
