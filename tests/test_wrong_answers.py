@@ -94,3 +94,11 @@ def test_the_third_set_is_wide_enough_and_says_each_slip():
         assert answer["slip"] and answer["names_it"], _id(path)
         assert not census.names_the_mistake("", answer["names_it"]), _id(path)
 
+
+@pytest.mark.parametrize("path", THIRD, ids=_id)
+def test_the_checker_rejects_the_third_set(path):
+    """Every answer of the third set fails, the two its census before found accepted among them
+    (str.isspace() in the basic split; 'if v' dropping a result of 0.0)."""
+    result = census.census_one(path)
+    assert result["verdict"] == "FAIL" and result["first_fail"], f"{_id(path)} got [{result['verdict']}]"
+

@@ -16,7 +16,9 @@ from .table import Table
 
 
 def _present(values, missing="leave out"):
-    """The numbers of ``values``: None left out, or read as 0, or as NaN."""
+    """The numbers of ``values``: None left out, or read as 0, or as NaN, or every falsy value left out."""
+    if missing == "truthy":
+        return np.array([v for v in values if v], dtype=float)
     if missing == "zero":
         return np.array([0.0 if v is None else v for v in values], dtype=float)
     if missing == "nan":
@@ -40,13 +42,14 @@ def _spread(ddof=1, of="sd", missing="leave out", empty="nan"):
     return mean_and_spread
 
 
-def _paired(pairing="by seed", sign=1, spread="differences", ddof=1):
+def _paired(pairing="by seed", sign=1, spread="differences", ddof=1, truthy=False):
     """paired_differences, or one of its usual mistakes.
 
     pairing: "by seed" (right), "filtered apart" (None left out of each list on its own, then
     zipped), "no filter" (None read as NaN), "default mean" (each flag run minus the default's
     mean); sign=-1: default - flag; spread: "differences" (right), "settings" (sqrt of the sum
-    of the two settings' variances), "flag" (the flag's own spread).
+    of the two settings' variances), "flag" (the flag's own spread); truthy: the mean and spread
+    leave out a difference of 0.0 ('if d').
     """
     def paired_differences(flag, default):
         if pairing == "filtered apart":
@@ -61,14 +64,15 @@ def _paired(pairing="by seed", sign=1, spread="differences", ddof=1):
             pairs = [(a, b) for a, b in zip(flag, default) if a is not None and b is not None]
             diffs = np.array([a - b for a, b in pairs], dtype=float)
         diffs = sign * diffs
-        if len(diffs) == 0:
+        kept = diffs[diffs != 0] if truthy else diffs
+        if len(kept) == 0:
             return diffs, math.nan, math.nan
-        sd = diffs.std(ddof=ddof)
+        sd = kept.std(ddof=ddof)
         if spread == "settings":
             sd = math.hypot(_present(flag).std(ddof=1), _present(default).std(ddof=1))
         elif spread == "flag":
             sd = _present(flag).std(ddof=1)
-        return diffs, diffs.mean(), sd
+        return diffs, kept.mean(), sd
     return paired_differences
 
 
@@ -90,6 +94,9 @@ case("sum / len with no numbers", EMPTY, mean_and_spread=_spread(empty="divide")
 case("zeros with no numbers", EMPTY, mean_and_spread=_spread(empty="zeros"))
 case("None read as 0", "leave out the seeds without a number (None): a missing NSP accuracy is not an accuracy of 0",
      mean_and_spread=_spread(missing="zero"))
+TRUTHY = ("leave out the Nones with 'is not None': 'if v' drops a result of exactly 0.0 too (an accuracy of 0, or "
+          "a paired difference of 0 where both runs agree)")
+case("'if v' drops 0.0", TRUTHY, mean_and_spread=_spread(missing="truthy"))
 case("None read as NaN", "leave out the seeds without a number (None): np.array turns None into nan, and one nan "
                          "makes the mean nan", mean_and_spread=_spread(missing="nan"))
 
@@ -105,6 +112,7 @@ case("population spread of the differences", SAMPLE, paired_differences=_paired(
 case("against the default's mean", "pair the runs seed by seed, flag[i] - default[i]: the same seed gives both the "
                                    "same held-out documents and starting weights. Subtracting the default's mean "
                                    "throws that pairing away", paired_differences=_paired(pairing="default mean"))
+case("'if d' drops a difference of 0.0", TRUTHY, paired_differences=_paired(truthy=True))
 case("None left out of each list apart", "leave out a seed when either of its two runs lacks a number, then pair "
                                          "the rest by seed: removing the Nones from each list on its own shifts "
                                          "the seeds against each other",

@@ -60,10 +60,13 @@ def _wordpiece(order="longest", prefix="continuation", unknown="word", strict_le
 
 
 def _chunks(text, split):
-    """Steps 1-3: "right" (minibert's), "no_cjk" (cleaned and split, CJK left inside words) or
-    "space" (no cleaning, text.split(" "))."""
+    """Steps 1-3: "right" (minibert's), "no_cjk" (cleaned and split, CJK left inside words),
+    "space" (no cleaning, text.split(" ")) or "isspace" (whitespace decided by str.isspace() before
+    the control characters are deleted, so the ones Python calls whitespace split words)."""
     if split == "space":
         return text.split(" ")
+    if split == "isspace":
+        return BasicTokenizer(do_lower_case=False).chunks("".join(" " if c.isspace() else c for c in text))
     if split == "no_cjk":
         kept = (c for c in text if not (c in "\x00\ufffd" or is_control(c)))
         return "".join(" " if is_whitespace(c) else c for c in kept).split()
@@ -130,6 +133,10 @@ SPACES = basic_case(
     "split on spaces only", "split on every kind of whitespace, not only ' ': first delete the control characters "
     "and turn every whitespace character (tab, newline, no-break space, category Zs) into a space, then "
     "text.split() with no argument", split="space")
+ISSPACE = basic_case(
+    "whitespace by str.isspace()", "str.isspace() also says yes to control characters that BERT deletes: the "
+    "vertical tab \\x0b, the form feed \\x0c, \\x1c-\\x1f and \\x85 (category Cc) must vanish, joining their "
+    "neighbours, not split the word; whitespace is ' ', '\\t', '\\n', '\\r' and category Zs only", split="isspace")
 ACCENTS_KEPT = basic_case(
     "accents kept", "an uncased model strips accents after lowercasing: unicodedata.normalize('NFD', word), then "
     "drop the combining marks (unicodedata.category(c) == 'Mn'), so 'é' -> 'e'", accents="kept")

@@ -29,12 +29,14 @@ def _check_spreads(r: Report) -> None:
     _check_spread(r, DEFAULT, "3 seeds")
     _check_spread(r, FLAG_5, "5 seeds, one None")
     _check_spread(r, [None, None, None], "no number at all")
+    _check_spread(r, [0.25, 0.0, None, 0.5], "4 seeds, one None, one result of 0.0")
 
 
 def _check_pairs(r: Report) -> None:
     _check_paired(r, FLAG, DEFAULT, "3 seeds")
     _check_paired(r, FLAG_5, DEFAULT_5, "5 seeds with Nones")
     _check_paired(r, [None, 0.61], [0.55, None], "no seed paired")
+    _check_paired(r, [5.54, 5.70, 5.60], [5.66, 5.70, 5.76], "3 seeds, one where both runs agree")
 
 
 def _right(values):

@@ -27,7 +27,8 @@ VOCAB = SPECIAL + list(LETTERS) + ["##" + c for c in LETTERS] + PIECES
 BASIC_GROUPS = [
     ("whitespace and control characters", True, [
         "hello world", "  many   spaces  here ", "", "   ", "tabs\tand\nnewlines\r\nhere",
-        "no\u00a0break and\u3000ideographic\u2003spaces", "zero\u200bwidth", "bell\x07 nul\x00l repl\ufffdaced"]),
+        "no\u00a0break and\u3000ideographic\u2003spaces", "zero\u200bwidth", "bell\x07 nul\x00l repl\ufffdaced",
+        "vertical\x0btab form\x0cfeed\x1cand\x85next"]),
     ("lowercasing and accents", True, [
         "Hello WORLD", "Crème Brûlée", "Zürich naïve café", "ÅNGSTRÖM", "Ελληνικά", "Привет Мир", "\ufb01ne"]),
     ("punctuation split off", True, [
