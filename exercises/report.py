@@ -1,7 +1,11 @@
 """What one checker found: the ``Report`` of FAIL and ok lines, the hints under them, the verdict.
 
 Hints belong to checks: a hint is printed under the FAIL line of the check
-that found the problem.  When a check fails in a way that leaves nothing for
+that found the problem.  One diagnosis per report: once a FAIL line has had
+its hint, a later FAIL line's different hint is left out (a later check sees
+the same mistake through other inputs, and a second guess at it would
+contradict the first); the student fixes what the first hint names and runs
+the check again.  When a check fails in a way that leaves nothing for
 the later checks to look at (an exception, a result of the wrong shape), the
 checker stops (``Abort``) and says so once, rather than printing failures
 that only repeat the first.
@@ -43,6 +47,8 @@ class Report:
             self.status = "fail"
         what, hint = one_line(what), hint and one_line(hint)
         self.lines.append(f"  FAIL  {what}")
+        if self.hints and hint not in self.hints:
+            hint = None                    # one diagnosis: the first hint's
         self.failures.append((what, hint or None))
         if hint:
             self.hint(hint)

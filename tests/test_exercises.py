@@ -81,6 +81,23 @@ def test_planted_mistake_fails_with_its_hint(name, case):
     line, hint = first_fail(text)
     assert hint_pattern(case.hint).search(hint), f"first FAIL line: {line.strip()}\n\n{text}"
     assert report.first_failure == (line[len("  FAIL  "):], hint), text
+    later = [h for what, h in report.failures[1:] if h]
+    assert all(h == report.failures[0][1] for h in later), f"a later FAIL line's hint names another mistake:\n{text}"
+
+
+def test_one_diagnosis_per_report():
+    """After the first hint, a FAIL line with a different hint shows none: the report names one mistake."""
+    from exercises.report import Report
+    r = Report("x")
+    r.fail("first", "the mean term is missing")
+    r.fail("second", "the variance term is missing")
+    r.fail("third", "the mean term is missing")
+    assert r.failures == [("first", "the mean term is missing"), ("second", None), ("third", "the mean term is missing")]
+    assert r.render().count("hint:") == 1
+    r = Report("y")
+    r.fail("no hint here")
+    r.fail("then one", "a hint")
+    assert r.first_failure == ("no hint here", None) and r.failures[1] == ("then one", "a hint")
 
 
 def test_a_table_passes_its_own_checker():
