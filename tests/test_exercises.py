@@ -100,6 +100,16 @@ def test_one_diagnosis_per_report():
     assert r.first_failure == ("no hint here", None) and r.failures[1] == ("then one", "a hint")
 
 
+def test_the_first_flops_probe_tells_every_miscount_apart():
+    """step_flops' first probe has sizes where no two usual miscounts (nor one and the right count) give the
+    same total, so the first FAIL line's hint is the student's miscount, not another with the same number."""
+    from exercises.checks.step_flops import CONFIGS
+    table, sizes = TABLES["step_flops"], CONFIGS[0][1:]
+    totals = [case.module.training_step_flops(*sizes) for case in table.cases if "training_step_flops" in case.wrong]
+    totals.append(table.module.training_step_flops(*sizes))
+    assert len(totals) >= 9 and len(set(totals)) == len(totals), totals
+
+
 def test_a_table_passes_its_own_checker():
     """The right functions the cases are built on pass: a case fails by its own change alone."""
     for name, table in TABLES.items():

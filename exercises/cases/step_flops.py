@@ -20,19 +20,20 @@ from .table import Table
 
 
 def _count(passes=3, attention="both", attention_passes=3, mlm_at="labelled", transform=True, pooler=True,
-           embedding=False):
+           embedding=False, decoder=True):
     """training_step_flops, or one of its usual mistakes.
 
     passes: forward + backward (3) or forward only (1); attention: "both" products or "one";
     attention_passes: how many times the attention products are counted; mlm_at: "labelled" or
-    "all" positions; embedding=True: the word-embedding lookup counted as a one-hot product.
+    "all" positions; embedding=True: the word-embedding lookup counted as a one-hot product;
+    decoder=False: the tied H x V decoder left out.
     """
     def training_step_flops(L, H, I, V, B, T, n_labelled):
         products = 2 if attention == "both" else 1
         weights = L * 2 * B * T * (4 * H * H + 2 * H * I)
         scores = L * products * 2 * B * T * T * H
         n = n_labelled if mlm_at == "labelled" else B * T
-        heads = (2 * B * H * H if pooler else 0) + 2 * n * ((H * H if transform else 0) + H * V)
+        heads = (2 * B * H * H if pooler else 0) + 2 * n * ((H * H if transform else 0) + (H * V if decoder else 0))
         lookup = 2 * B * T * V * H if embedding else 0
         return passes * (weights + heads + lookup) + attention_passes * scores
     return training_step_flops
@@ -76,6 +77,9 @@ case("embedding lookup as a product", "an embedding lookup copies rows of the ta
 case("MLM transform left out", "the MLM head is two products at each labelled position: the H x H transform, "
                                "then the H x V decoder: 2 n_labelled (H^2 + H V) forward",
      training_step_flops=_count(transform=False))
+case("tied decoder left out", "the decoder is tied to the embedding table, but it is still a product: h W^T, "
+                              "H x V at each labelled position, 2 n_labelled H V forward (only the lookup is free)",
+     training_step_flops=_count(decoder=False))
 case("pooler left out", "count the pooler too: one H x H product on each sequence's [CLS] vector, 2 B H^2 forward",
      training_step_flops=_count(pooler=False))
 

@@ -19,8 +19,11 @@ from ..report import Report
 T = cases.TABLE
 TOL = 1e-12
 COUNT = "training_step_flops"
-# (what, L, H, I, V, B, T, n_labelled): the labelled share is 15% of the tokens, as in pre-training
-CONFIGS = (("tiny, 16 x 128 tokens, 307 labelled", 2, 128, 512, 30522, 16, 128, 307),
+# (what, L, H, I, V, B, T, n_labelled): the labelled share is 15% of the tokens, as in pre-training.  The first
+# has sizes that tell every usual miscount from every other (no two terms alike: L != 2, H != T, I != 4 H), so
+# the first FAIL line names the right one; tiny and base have the sizes people use
+CONFIGS = (("L3 H24 I40 V101, 3 x 7 tokens, 5 labelled", 3, 24, 40, 101, 3, 7, 5),
+           ("tiny, 16 x 128 tokens, 307 labelled", 2, 128, 512, 30522, 16, 128, 307),
            ("base, 32 x 512 tokens, 2458 labelled", 12, 768, 3072, 30522, 32, 512, 2458),
            ("L3 H8 I20 V50, 2 x 5 tokens, 3 labelled", 3, 8, 20, 50, 2, 5, 3),
            ("L1 H16 I64 V100, 4 x 16, none labelled", 1, 16, 64, 100, 4, 16, 0))
