@@ -73,8 +73,44 @@ def compare(report: Report, what: str, got, want, tol: float = TOL, hint: str | 
             text = explain(got)
         except Exception:       # a diagnosis that cannot run gives no hint, never a crash
             text = None
+    if text is None:
+        try:
+            text = relation(got, want)
+        except Exception:
+            text = None
     report.fail(f"{line} (must be < {tol:.0e})", text or hint)
     return False
+
+
+def relation(got, want) -> str | None:
+    """What ``got`` is to ``want`` when no usual mistake explains it, seen in the numbers alone: a constant
+    factor, the sign, a transpose, the right numbers in other places, or the rows where they differ."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape or got.size < 2 or not np.isfinite(got).all() or not want.any():
+        return None
+    close = lambda a, b: max_rel_error(a, b) < 1e-6
+    c = float((got * want).sum() / (want * want).sum())
+    if c != 0 and close(got, c * want):
+        if abs(c + 1) < 1e-6:
+            return "every entry has the right size and the wrong sign: a minus sign is lost or added on the way"
+        size = {2.0: "twice", 0.5: "half"}.get(round(c, 6), f"{c:.4g} times")
+        return (f"every entry is {size} the right one: a constant factor is wrong or missing (a 1/2, a 2, a count "
+                "to divide by)")
+    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and close(got, np.swapaxes(want, -1, -2)):
+        return "the right numbers, transposed: the operands of a product in the other order, or a .T too many or missing"
+    if close(np.sort(got, axis=None), np.sort(want, axis=None)):
+        return ("the right numbers in the wrong places: a reshape where a transpose (or swapaxes) belongs, or the "
+                "axes in another order")
+    # the rows (the last axis's vectors, in order) that hold a gradient in either: right in some, wrong in others?
+    rows_got, rows_want = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
+    active = np.flatnonzero((rows_want != 0).any(axis=1) | (rows_got != 0).any(axis=1))
+    wrong = active[np.abs(rows_got - rows_want)[active].max(axis=1) > 1e-6 * np.abs(rows_want).max()]
+    if 0 < len(wrong) <= len(active) // 2:
+        shown = ", ".join(str(i) for i in wrong[:6]) + (", ..." if len(wrong) > 6 else "")
+        return (f"right in {len(active) - len(wrong)} of the {len(active)} rows that are not zero (the last axis's "
+                f"vectors, in order) and wrong in row{'s' if len(wrong) > 1 else ''} {shown}: ask what those rows "
+                "have in common (a repeated id, a padding position, a masked or ignored label)")
+    return None
 
 
 def diagnose(got, known) -> str | None:

@@ -110,6 +110,24 @@ def test_the_first_flops_probe_tells_every_miscount_apart():
     assert len(totals) >= 9 and len(set(totals)) == len(totals), totals
 
 
+def test_a_wrong_value_no_usual_mistake_explains_is_described_by_its_relation_to_the_right_one():
+    """harness.relation: what the numbers alone say when no case matches (a factor, the sign, a transpose, the
+    right numbers elsewhere, the rows that differ), and nothing when they say nothing."""
+    from exercises.harness import relation
+    rng = np.random.default_rng(0)
+    want = rng.standard_normal((4, 3, 3))
+    assert "twice" in relation(2 * want, want) and "half" in relation(0.5 * want, want)
+    assert "3 times" in relation(3 * want, want)
+    assert "wrong sign" in relation(-want, want)
+    assert "transposed" in relation(np.swapaxes(want, -1, -2), want)
+    assert "wrong places" in relation(want.reshape(3, 4, 3).swapaxes(0, 1).reshape(4, 3, 3), want)
+    rows = want.copy()
+    rows[0, 1] += 1.0
+    assert "right in 11 of the 12 rows" in relation(rows, want) and "row 1:" in relation(rows, want)
+    assert relation(want + rng.standard_normal(want.shape), want) is None
+    assert relation(want[0], want) is None and relation(want, np.zeros_like(want)) is None
+
+
 def test_a_table_passes_its_own_checker():
     """The right functions the cases are built on pass: a case fails by its own change alone."""
     for name, table in TABLES.items():
