@@ -362,17 +362,15 @@ def claims_06a(outputs):
     assert int(mfu) < 100, "'only a fraction of the ceiling'"
 
 
-
 def claims_06b(outputs):
-    pretrained = PRETRAINED
     curve, exact = committed_curves()
     (baseline,) = numbers(output_with(outputs, "train MLM, steps 1-50"), r"^unigram baseline: " + NUM)
     assert f"{exact:.2f}" == baseline
     # 1. a run that learns: docs-bert-h64
-    readme = (pretrained / "docs-bert-h64" / "README.md").read_text(encoding="utf-8")
+    readme = (PRETRAINED / "docs-bert-h64" / "README.md").read_text(encoding="utf-8")
     (passes,) = re.search(r"some (\d+) passes over the corpus's instances", readme).groups()
     yield f"about 20 million tokens, some {passes} passes over its training instances"
-    h64_train, h64_evals = metrics(pretrained / "docs-bert-h64" / "metrics.jsonl")
+    h64_train, h64_evals = metrics(PRETRAINED / "docs-bert-h64" / "metrics.jsonl")
     t = output_with(outputs, "train (last 100 steps)")
     h64 = {int(m.group(1)): m.groups()[1:] for m in
            re.finditer(r"^\s*(\d+)\s+" + NUM + r"\s+" + NUM + r"\s+(\d+\.\d)%$", t, re.MULTILINE)}
@@ -438,9 +436,8 @@ def claims_06b(outputs):
     yield f"The accuracy, {lr['peak 3e-2'][5]}%, is that of always answering *the*"
     assert curve["lr3e-1"][100] > curve["lr3e-2"][100], "'worse on the way'"
     yield f"the same in the end ({lr['peak 3e-1'][4]} held out at step 600, {lr['peak 3e-1'][5]}% accuracy)"
-    lr1_train = metrics(pretrained / "curves" / "lr1.jsonl")[0]
+    lr1_train = metrics(PRETRAINED / "curves" / "lr1.jsonl")[0]
     peak = max(lr1_train, key=lambda h: h["mlm_loss"])
-    warmup_end = max(h["step"] for h in lr1_train if h["lr"] < max(x["lr"] for x in lr1_train))
     assert f"{peak['mlm_loss']:.2f}" == lr["peak 1"][1]
     assert peak["lr"] < max(x["lr"] for x in lr1_train) and peak["step"] > 60, "'goes on climbing after the rate has peaked'"
     assert 9.5 < float(lr["peak 1"][1]) / math.log(4000) < 11, "'ten times ln V'"
@@ -449,14 +446,14 @@ def claims_06b(outputs):
     yield (f"from {lr['peak 1'][0]} on average over the first 50 steps to {lr['peak 1'][1]} at step {peak['step']}, ten "
            f"times $\\ln V$")
     yield f"ends above the baseline ({lr['peak 1'][4]} held out at step 600)"
-    healthy = metrics(pretrained / "curves" / "adamw.jsonl")[0]
+    healthy = metrics(PRETRAINED / "curves" / "adamw.jsonl")[0]
     assert abs(min(h["grad_norm"] for h in healthy) - 0.5) < 0.1, "'from about 0.5'"
     assert float(lr["peak 3e-3"][3]) > float(lr["peak 3e-2"][3])
     yield (f"from about 0.5 early on to {lr['peak 3e-3'][3]} over the last 100 steps, as its predictions sharpen, and "
            f"ends larger than that of the stuck run at $3 \\times 10^{{-2}}$ ({lr['peak 3e-2'][3]})")
 
     # 4. over-fitting
-    curves_readme = (pretrained / "curves" / "README.md").read_text(encoding="utf-8")
+    curves_readme = (PRETRAINED / "curves" / "README.md").read_text(encoding="utf-8")
     (documents,) = re.search(r"`overfit` trains on a tenth of the\s+documents \((\d+)\)", curves_readme).groups()
     t = output_with(outputs, "training MLM loss over the last 100 steps")
     low, low_step, end, end_step, of_base = numbers(
@@ -466,7 +463,7 @@ def claims_06b(outputs):
     nsp_tl, nsp_ta, nsp_hl, nsp_ha = numbers(
         t, r"^NSP at the end: training loss " + NUM + r", accuracy (\d+)%; held-out loss " + NUM
            + r", accuracy (\d+)%$")
-    of_train, of_evals = metrics(pretrained / "curves" / "overfit.jsonl")
+    of_train, of_evals = metrics(PRETRAINED / "curves" / "overfit.jsonl")
     first_above = min(e["step"] for e in of_evals if e["step"] > int(low_step) and e["mlm_loss"] > e["unigram_baseline"])
     assert all(e["mlm_loss"] > e["unigram_baseline"] for e in of_evals if e["step"] >= first_above)
     assert 1000 < first_above <= 1100, "'past the unigram baseline after step 1,000'"
@@ -508,10 +505,10 @@ def claims_08(outputs):
     mean = lambda values: sum(pct(values)) / len(values)
 
     # the pre-trained checkpoint: its README (time) and metrics.jsonl (held-out figures)
-    readme = (NOTEBOOKS / "pretrained" / "docs-bert-h64" / "README.md").read_text(encoding="utf-8")
+    readme = (PRETRAINED / "docs-bert-h64" / "README.md").read_text(encoding="utf-8")
     (minutes,) = re.search(r"It took \*\*\d+ s \((\d+\.\d) min\) on the 2-core", readme).groups()
     records = [json.loads(line) for line in
-               (NOTEBOOKS / "pretrained" / "docs-bert-h64" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+               (PRETRAINED / "docs-bert-h64" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
                if line.strip()]
     evals = {r["step"]: r for r in records if r["kind"] == "eval"}
     last = evals[max(evals)]
@@ -629,7 +626,7 @@ def claims_08(outputs):
     # the notebook's setting in the sweep: seeds 0 and 1 are the notebook's own runs
     assert table["3e-03", 20]["pre"][:2] == [p0[-1], p1[-1]] and table["3e-03", 20]["rnd"][:2] == [r0[-1], r1[-1]]
     # the JSON: its final accuracies are the table's, and after two epochs the pre-trained start leads every pair
-    sweep = json.loads((NOTEBOOKS / "pretrained" / "fine_tuning_sweep.json").read_text(encoding="utf-8"))
+    sweep = json.loads((PRETRAINED / "fine_tuning_sweep.json").read_text(encoding="utf-8"))
     runs = {(r["lr"], r["epochs"], r["start"], r["seed"]): r for r in sweep["runs"]}
     for (lr, epochs), row in table.items():
         for start, key in (("pre-trained", "pre"), ("random init", "rnd")):

@@ -95,9 +95,14 @@ def standard_errors():
     return (last["nsp_acc"] - 0.5) / math.sqrt(0.25 / last["n_pairs"])      # in standard errors of chance
 
 
+def _h200_steps():
+    """The H200's step table: {precision: {seq_len: [a row per form and preset]}}."""
+    return json.loads(H200.read_text(encoding="utf-8"))["step"]
+
+
 def mixed_bound():
     """Amdahl's law on the H200's float32 base step at 512: its products (its MFU) at the float16 ceiling."""
-    h = json.loads(H200.read_text(encoding="utf-8"))["step"]
+    h = _h200_steps()
     row = next(r for r in h["float32"]["512"] if r["form"] == "minibert" and r["preset"] == "base")
     ceiling = {p: np.median([r["gemm_peak"] for rows in h[p].values() for r in rows]) for p in h}
     f = row["gflops"] / row["gemm_peak"]
@@ -108,8 +113,7 @@ def attention_share():
     import minibert as mb
     from minibert.model.flops import step_flops
     c, B, T = mb.BertConfig.from_preset("base", vocab_size=30522), 32, 512
-    n = next(r["n_masked"] for r in json.loads(H200.read_text(encoding="utf-8"))["step"]["mixed"]["512"]
-             if r["preset"] == "base")
+    n = next(r["n_masked"] for r in _h200_steps()["mixed"]["512"] if r["preset"] == "base")
     return 100 * 3 * c.num_hidden_layers * 2 * 2 * B * T * T * c.hidden_size / step_flops(c, B, T, n)
 
 
