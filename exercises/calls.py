@@ -142,7 +142,9 @@ def call_watched(report: Report, func_name: str, *args, roles: list, **kwargs):
             desc, why = ROLES[role]
             line = f"{func_name} changed {what} ({desc}) in place"
             if f"  FAIL  {line}" not in report.lines:       # once, though the check calls it again
-                report.fail(line, why)
+                report.fail(line, f"{what} was changed in place. {why}. A second name for the same array "
+                                  f"(d = {what}) is not a copy: d -= ... or d[...] = ... change {what} too; "
+                                  f"start from {what}.copy()")
     return result
 
 

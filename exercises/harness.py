@@ -13,6 +13,7 @@ import numpy as np
 
 from minibert.gradcheck import max_rel_error, numerical_gradient
 
+from .cases.table import LATER, recording_now
 from .report import Abort, Report
 
 TOL = 1e-7          # gradient checks and comparisons with minibert, float64
@@ -66,13 +67,17 @@ def compare(report: Report, what: str, got, want, tol: float = TOL, hint: str | 
     line = f"{what:<44s} {MEASURE} {err:.1e}"
     if err < tol:
         report.ok(f"{line} (< {tol:.0e})")
+        touch(known)
         return True
-    text = diagnose(got, known)
+    known = iter(known)
+    text = diagnose(got, known)            # the hand-written cases: up to LATER
     if text is None and explain is not None:
         try:
             text = explain(got)
         except Exception:       # a diagnosis that cannot run gives no hint, never a crash
             text = None
+    if text is None:
+        text = diagnose(got, known)        # the mutants
     if text is None:
         try:
             text = relation(got, want)
@@ -90,7 +95,7 @@ def relation(got, want) -> str | None:
         return None
     close = lambda a, b: max_rel_error(a, b) < 1e-6
     c = float((got * want).sum() / (want * want).sum())
-    if c != 0 and close(got, c * want):
+    if c != 0 and abs(c - 1) > 1e-6 and close(got, c * want):
         if abs(c + 1) < 1e-6:
             return "every entry has the right size and the wrong sign: a minus sign is lost or added on the way"
         size = {2.0: "twice", 0.5: "half"}.get(round(c, 6), f"{c:.4g} times")
@@ -114,8 +119,13 @@ def relation(got, want) -> str | None:
 
 
 def diagnose(got, known) -> str | None:
-    """The hint of the first known mistake whose result ``got`` reproduces."""
-    for wrong, text in known:
+    """The hint of the first known mistake whose result ``got`` reproduces, up to ``LATER`` (where
+    ``Table.known`` puts the mutants after the hand-written cases): ``known`` read on from there
+    (an iterator) goes on with the mutants."""
+    for item in known:
+        if item is LATER:
+            return None
+        wrong, text = item
         try:
             wrong = np.asarray(wrong, dtype=np.float64)
             if wrong.shape == np.shape(got) and np.isfinite(wrong).all() and max_rel_error(got, wrong) < 1e-6:
@@ -123,6 +133,20 @@ def diagnose(got, known) -> str | None:
         except Exception:
             continue
     return None
+
+
+def touch(known) -> None:
+    """While the student copy's table is recorded: what every case and mutant gives for ``known``'s
+    computation, though the check passed (a student's answer may fail there).  Otherwise nothing."""
+    if recording_now():
+        for _ in known:
+            pass
+
+
+def named(got, known) -> str | None:
+    """``diagnose`` over the hand-written cases, then over the mutants (for a check without ``compare``)."""
+    known = iter(known)
+    return diagnose(got, known) or diagnose(got, known)
 
 
 def grad_check(report: Report, what: str, forward_out, x: np.ndarray, dout, analytic,

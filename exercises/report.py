@@ -30,6 +30,10 @@ class Report:
         self.hints: list[str] = []
         self.failures: list[tuple[str, str | None]] = []   # (what failed, its hint), in order
         self.status = "pass"          # "pass", "fail" or "todo"
+        # replay: a function giving the hint of the slip whose results the student's reproduce exactly,
+        # asked at the first failure; its answer (diagnosis) is then every failure's hint
+        self.replay = None
+        self.diagnosis: str | None = None
         self.n_ok = 0
         self.output: list[str] = []   # what the student's code printed, shown under the verdict
 
@@ -45,6 +49,9 @@ class Report:
     def fail(self, what: str, hint: str | None = None) -> None:
         if self.status != "todo":
             self.status = "fail"
+        if self.replay is not None:        # the student's results were those of one known slip?
+            self.diagnosis, self.replay = self.replay(), None
+        hint = self.diagnosis or hint
         what, hint = one_line(what), hint and one_line(hint)
         self.lines.append(f"  FAIL  {what}")
         if self.hints and hint not in self.hints:

@@ -16,24 +16,8 @@ if str(ROOT) not in sys.path:
 
 from exercises import EXERCISES  # noqa: E402
 from exercises.cases import TABLES  # noqa: E402
-from exercises.cases.recorded import exercise  # noqa: E402
 from exercises.checks import run_check  # noqa: E402
 from test_exercises import first_fail, hint_pattern  # noqa: E402
-
-
-@pytest.fixture
-def replayed(recorded_cases):
-    """Make ``TABLES[name]`` read the recording, as the student copy's does; undone after the test."""
-    changed = []
-
-    def replay(name):
-        table = TABLES[name]
-        changed.append(table)
-        table.recorded = exercise(name, recorded_cases)[0].recorded
-        return table
-    yield replay
-    for table in changed:
-        table.recorded = None
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))

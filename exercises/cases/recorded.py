@@ -58,6 +58,7 @@ def save(rec: Recording, tables: dict, modules: dict, path: Path = FILE) -> None
         exercises[name] = {
             "functions": list(table.functions),
             "cases": [[c.name, c.hint, sorted(c.wrong)] for c in table.cases],
+            "mutants": [[c.name, c.hint, sorted(c.wrong)] for c in table.mutants],
             "named": _named(modules[name], table),
             "entries": entries}
     with gzip.open(path, "wb", compresslevel=6) as f:
@@ -203,6 +204,8 @@ def exercise(name: str, path: Path = FILE):
     table.functions = tuple(data["functions"])
     for case_name, hint, changes in data["cases"]:
         table.cases.append(Case(name, case_name, hint, {f: None for f in changes}, {}))
+    table._mutants = [Case(name, case_name, hint, {f: None for f in changes}, {}, mutant=True)
+                      for case_name, hint, changes in data.get("mutants", ())]
     table.recorded = {k: [_unrow(dec, row) for row in rows] for k, rows in data["entries"].items()}
     by_name = {c.name: c for c in table.cases}
     named = {attr: by_name[v["case"]] if "case" in v else tuple(v["value"]) if v["tuple"] else v["value"]

@@ -43,6 +43,7 @@ class Case:
     hint: str
     wrong: dict = field(repr=False)          # {function name: the wrong function (None in a student copy)}
     right: dict = field(repr=False)          # the exercise's right functions
+    mutant: bool = False                     # made by ``mutation.py``, not written by hand
 
     @property
     def module(self):
@@ -52,7 +53,7 @@ class Case:
         return ns
 
     def text(self, fields: dict) -> str:
-        return self.hint.format(**fields) if fields else self.hint
+        return self.hint.format(**fields) if fields and not self.mutant else self.hint
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,20 @@ class Table:
         self.cases: list[Case] = []
         self.variants: list[tuple[str, object]] = []
         self.recorded: dict | None = None     # {key: rows}, in a student copy (recorded.py)
+        self._mutants: list[Case] | None = None
+        self.mutate = None                    # table -> its mutants (``mutation.mutant_cases``, set by TABLES)
+
+    @property
+    def mutants(self) -> list[Case]:
+        """The cases made by mutating the solution (``mutation.py``), after the hand-written ones; made
+        at the first use (none where there is no solution; a student copy's are read from its file)."""
+        if self._mutants is None:
+            self._mutants = self.mutate(self) if self.mutate is not None else []
+        return self._mutants
+
+    @property
+    def every(self) -> list[Case]:
+        return self.cases + self.mutants
 
     def case(self, name: str, hint: str, **wrong) -> Case:
         """Add a case: ``wrong`` maps function names to the functions that replace the right ones."""
@@ -101,13 +116,15 @@ class Table:
         return SimpleNamespace(**self.right)
 
     # ------------------------------------------------------------------ what the cases give
-    def each(self, compute, of=None):
+    def each(self, compute, of=None, mutants=False, only=None):
         """An ``Outcome`` for each case, in order: what ``compute(case.module)`` gives.
 
         ``of``: a function name, to see only the cases that change it (a
         gradient check looks for the backward pass's mistakes, not for what a
-        wrong forward would give).  Lazy where the code runs, so that the cases
-        run only when a check fails and looks for the reason.
+        wrong forward would give); ``mutants``: the mutants too, after the
+        hand-written cases; ``only``: a set of case names, the others not
+        computed (nor given).  Lazy where the code runs, so that the cases run
+        only when a check fails and looks for the reason.
         """
         if self.recorded is not None:              # a student copy: what was recorded, or nothing
             try:
@@ -117,31 +134,36 @@ class Table:
         elif _RECORDING is not None:
             rows = _RECORDING.rows(self, compute)
         else:
-            rows = self._rows(compute, of)
-        for case, (value, raised, like_right) in zip(self.cases, rows):
-            if of is None or of in case.wrong:
+            rows = self._rows(compute, of, mutants, only)
+        for case, (value, raised, like_right) in zip(self.every, rows):
+            if (of is None or of in case.wrong) and (mutants or not case.mutant) and (only is None or case.name in only):
                 yield Outcome(case, value, raised, like_right)
 
-    def _rows(self, compute, of=None):
+    def _rows(self, compute, of=None, mutants=True, only=None):
         """(value, raised, like_right) for each case, computed now, one by one; a case that does not
-        change function ``of`` is not computed (``each`` leaves it out)."""
-        right = []                                   # computed at the first case that needs it
+        change function ``of``, or a mutant when ``mutants`` is false, is not computed (``each`` leaves
+        it out)."""
+        # the right value, computed at the first case that needs it: the table's right functions' for a
+        # hand-written case, the solution's for a mutant (a random rule's draws may differ between them)
+        right: dict = {}
 
-        def like_right(value):
-            if not right:
+        def like_right(value, case):
+            if case.mutant not in right:
+                module = SimpleNamespace(**case.right) if case.mutant else self.module
                 try:
-                    right.append(np.asarray(compute(self.module), dtype=np.float64))
+                    right[case.mutant] = np.asarray(compute(module), dtype=np.float64)
                 except Exception:
-                    right.append(None)
+                    right[case.mutant] = None
             try:
                 value = np.asarray(value, dtype=np.float64)
             except Exception:
                 return False
-            want = right[0]
+            want = right[case.mutant]
             return (want is not None and value.shape == want.shape and bool(np.isfinite(value).all())
                     and max_rel_error(value, want) < SAME)
-        for case in self.cases:
-            if of is not None and of not in case.wrong:
+        for case in self.every:
+            if (of is not None and of not in case.wrong) or (case.mutant and not mutants) or \
+                    (only is not None and case.name not in only):
                 yield None, None, True
                 continue
             try:
@@ -149,21 +171,36 @@ class Table:
             except Exception as exc:
                 yield None, Raised(type(exc).__name__, _message(exc)), False
                 continue
-            yield value, None, like_right(value)
+            yield value, None, like_right(value, case)
 
     def known(self, compute, of=None, **fields):
         """(value, hint) of each case whose ``compute(module)`` differs from the right one's: for ``compare``.
 
         ``fields`` fill the ``{names}`` of a hint (a size the check chose,
         say).  A case that raises is left out here: ``raised`` recognises it.
+        The hand-written cases come first, then ``LATER`` (``compare`` asks
+        its ``explain`` there), then the mutants, those that give the same
+        value here as one, their hints joined.
         """
-        for o in self.each(compute, of):
-            if o.raised is None and not o.like_right:
-                try:
-                    value = np.asarray(o.value, dtype=np.float64)
-                except Exception:
-                    continue
+        groups: list = []                           # [value, [hints]] of the mutants
+        for o in self.each(compute, of, mutants=True):
+            if o.raised is not None or o.like_right:
+                continue
+            try:
+                value = np.asarray(o.value, dtype=np.float64)
+            except Exception:
+                continue
+            if not o.case.mutant:
                 yield value, o.case.text(fields)
+                continue
+            same = next((g for g in groups if g[0].shape == value.shape and _same(g[0], value)), None)
+            if same is None:
+                groups.append([value, [o.case.hint]])
+            elif o.case.hint not in same[1]:
+                same[1].append(o.case.hint)
+        yield LATER
+        for value, hints in groups:
+            yield value, joined(hints)
 
     def raised(self, compute, **fields):
         """The hint for a student's exception: that of the first case that raises the same one, or None.
@@ -184,7 +221,7 @@ class Table:
         overflow shows where it happens, and that pattern names the mistake.
         """
         got = np.asarray(got, dtype=np.float64)
-        for o in self.each(compute):
+        for o in self.each(compute, mutants=True):
             if o.raised is not None:
                 continue
             try:
@@ -194,6 +231,22 @@ class Table:
             if value.shape == got.shape and np.allclose(value, got, rtol=SAME, atol=0.0, equal_nan=True):
                 return o.case.text(fields)
         return None
+
+
+LATER = "the hand-written cases end here"       # in ``known``: the mutants follow
+MOST = 3                                           # hints named at most, of mutants that give the same value
+
+
+def joined(hints: list) -> str:
+    """One hint for mutants whose results agree on a check's inputs: the first, or the few that fit."""
+    if len(hints) == 1:
+        return hints[0]
+    more = f" (and {len(hints) - MOST} more)" if len(hints) > MOST else ""
+    return ("one of these slips, which give the same numbers here: " + "; or ".join(hints[:MOST]) + more)
+
+
+def _same(a, b) -> bool:
+    return bool(np.isfinite(a).all() and np.isfinite(b).all()) and max_rel_error(a, b) < SAME
 
 
 class Recording:
@@ -218,6 +271,10 @@ class Recording:
 
 
 _RECORDING: Recording | None = None
+
+
+def recording_now() -> bool:
+    return _RECORDING is not None
 
 
 @contextlib.contextmanager

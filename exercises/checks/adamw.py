@@ -9,7 +9,7 @@ from minibert.model.params import ParamSpec, ParamStore
 
 from ..calls import call, try_call
 from ..cases import adamw as cases
-from ..harness import as_array, diagnose
+from ..harness import as_array, diagnose, named, touch
 from ..report import Report
 from .common import unpack
 
@@ -86,16 +86,19 @@ def _check_five_steps(r: Report, p0, grads, decay) -> None:
         line = f"{what}, 5 steps, {flag}, vs minibert"
         if errs[what] < TOL:
             r.ok(f"{line:<44s} max_rel_error {errs[what]:.1e} (< 1e-12)")
+            touch(T.known(lambda mod, i=i: _last(mod, p0, grads, decay, i)))
         else:
-            hint = diagnose(got, T.known(lambda mod, i=i: _last(mod, p0, grads, decay, i)))
+            hint = named(got, T.known(lambda mod, i=i: _last(mod, p0, grads, decay, i)))
             r.fail(f"{line:<44s} max_rel_error {errs[what]:.1e} (must be < 1e-12)", hint or how)
     moments_ok = errs["m"] < TOL and errs["v"] < TOL
     line = f"param, 5 steps, {flag}, vs minibert"
     if errs["param"] < TOL and errs["update"] < 1e-9:
         r.ok(f"{line:<44s} max_rel_error {errs['param']:.1e} (< 1e-12)")
+        touch(T.known(lambda mod: _last(mod, p0, grads, decay, 0)))
         return
-    hint = diagnose(p, T.known(lambda mod: _last(mod, p0, grads, decay, 0))) or (
-        None if not moments_ok else locate_update(r, decay) or
+    known = iter(T.known(lambda mod: _last(mod, p0, grads, decay, 0)))
+    hint = diagnose(p, known) or (None if not moments_ok else locate_update(r, decay)) or diagnose(p, known) or (
+        None if not moments_ok else
         "decay first (param *= 1 - lr * weight_decay), then param -= lr * m_hat / (sqrt(v_hat) + eps) with "
         "m_hat = m / (1 - beta1**t) and v_hat = v / (1 - beta2**t)")
     r.fail(f"{line:<44s} max_rel_error {errs['param']:.1e} (must be < 1e-12); the total update is off by "

@@ -1,10 +1,13 @@
 """What the checkers share: calling a forward or backward pass on copies, and reading what comes back."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ..calls import call_watched
-from ..harness import Forward, fresh
+from ..cases.table import joined
+from ..harness import Forward, fresh, touch
 from ..report import Abort, Report
 
 
@@ -51,3 +54,53 @@ def seeded_output(r: Report, func: str, *args, seed: int, **kwargs) -> Forward:
 def near(values, target, rtol=1e-9) -> bool:
     """Are all ``values`` ``target`` (and is there at least one)?"""
     return values.size > 0 and bool(np.allclose(values, target, rtol=rtol, atol=0.0))
+
+
+REPLAYED = 60        # calls replayed on every case: few enough to take well under a second
+
+
+def replay(r: Report, table, got: list, run) -> None:
+    """Diagnose a random rule by replaying it with the check's own inputs and seeds.
+
+    ``got``: the student's results, a flat vector per call; ``run(module, k)``: a module's on the
+    first k calls.  Compared by their digests (exact, and small to record).  The cases and mutants that give exactly the student's results on the first
+    ``REPLAYED`` calls are run on all of them, and those that still agree are the diagnosis of every
+    failure after this (``Report.replay``): the same draws only when the student draws as the
+    solution does, so when not, nothing matches and the check's own hints stay.
+    """
+    few, every = _digest(got[:REPLAYED]), _digest(got)
+
+    def on(k):
+        return lambda m: _digest(run(m, k))
+    touch(table.known(on(REPLAYED)))               # the student copy's recording, of both
+    touch(table.known(on(len(got))))
+    r.replay = lambda: _replayed(table, few, every, on(REPLAYED), on(len(got)))
+
+
+def _replayed(table, few, every, first, all_calls):
+    names = {o.case.name for o in table.each(first, mutants=True)
+             if o.raised is None and not o.like_right and _equal(o.value, few)}
+    if not names:
+        return None
+    found = [o.case for o in table.each(all_calls, mutants=True, only=names)
+             if o.raised is None and _equal(o.value, every)]
+    hand = [c for c in found if not c.mutant]
+    return hand[0].hint if hand else (joined([c.hint for c in found]) if found else None)
+
+
+def _digest(parts) -> np.ndarray:
+    """The SHA-256 of the calls' results, as 32 numbers: two runs give the same digest exactly when they
+    give the same results, and the student copy's recording holds 32 numbers, not every result."""
+    h = hashlib.sha256()
+    for p in parts:
+        a = np.ascontiguousarray(np.asarray(p, dtype=np.float64).ravel())
+        h.update(str(a.size).encode() + b":" + a.tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8).astype(np.float64)
+
+
+def _equal(value, want) -> bool:
+    try:
+        value = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return value.shape == want.shape and bool(np.array_equal(value, want))

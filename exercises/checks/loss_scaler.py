@@ -10,7 +10,7 @@ from minibert.optim import LossScaler
 
 from ..calls import call
 from ..cases import loss_scaler as cases
-from ..harness import compare, diagnose
+from ..harness import compare, named, touch
 from ..report import Abort, Report
 from .common import unpack
 
@@ -83,7 +83,7 @@ def _check_unscale(r: Report) -> None:
             r.ok(f"found_inf, {what}: {got}")
             continue
         if hint is None:
-            hint = diagnose(pattern, known) or "found_inf: True when any entry of any gradient is inf or NaN"
+            hint = named(pattern, known) or "found_inf: True when any entry of any gradient is inf or NaN"
         r.fail(f"found_inf, {what}: {got} (must be {right})", hint)
 
 
@@ -147,8 +147,9 @@ def _expect(r: Report, what, got, want, known, show=True) -> None:
     """Exact agreement with LossScaler (powers of two: no rounding), else the hint of the case it matches."""
     if got == want:
         r.ok(f"{what}: {_show(got)}" if show else what)
+        touch(known)
         return
-    hint = diagnose(np.array(got, dtype=np.float64), known) or cases.RULE
+    hint = named(np.array(got, dtype=np.float64), known) or cases.RULE
     r.fail(f"{what}: {_show(got)}, LossScaler gives {_show(want)}" if show else what, hint)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..cases import mlm_masking as cases
 from ..report import Report
+from .common import replay
 from .mlm_runner import MASK, PAD, SEP, CLS, SPECIAL, UNK, V, Masker, expected_predictions, pair_sequence
 
 N_SEQ = 600
@@ -104,13 +105,27 @@ def _sequences(rng):
 def check_statistics(r: Report, run: Masker, rng) -> None:
     sequences = _sequences(rng)
     tally = Tally()
-    for ids, (masked, labels) in zip(sequences, run.each([(s.tolist(), 1000 + i, {})
-                                                          for i, s in enumerate(sequences)])):
+    jobs = [(s.tolist(), 1000 + i) for i, s in enumerate(sequences)]
+    got = []
+    for ids, (masked, labels) in zip(sequences, run.each([(s, seed, {}) for s, seed in jobs])):
         tally.add(ids, masked, labels)
+        got.append(np.concatenate([masked, labels]))
+    replay(r, cases.TABLE, got, lambda m, k: _masked(m, jobs[:k]))
     _rules(r, tally)
     _fates(r, tally)
     _uniform(r, run, rng, tally)
     _original_included(r, run, rng)
+
+
+def _masked(module, jobs):
+    """``module``'s mask_tokens on each (ids, seed) with the check's arguments: masked then labels,
+    for each call."""
+    out = []
+    for ids, seed in jobs:
+        masked, labels = module.mask_tokens(list(ids), np.random.default_rng(seed), vocab_size=V, mask_id=MASK,
+                                            special_ids=list(SPECIAL))
+        out.append(np.concatenate([np.asarray(masked, dtype=np.float64), np.asarray(labels, dtype=np.float64)]))
+    return out
 
 
 def _rules(r: Report, tally: Tally) -> None:

@@ -2,9 +2,12 @@
 share of IsNext over all."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..cases import nsp_pairing as cases
 from ..report import Report
-from .nsp_runner import Pairer, parse
+from .common import replay
+from .nsp_runner import CLS_ID, SEP_ID, Pairer, parse
 
 N_PAIRS = 1500
 
@@ -60,14 +63,27 @@ class Problems:
             self.add("flip", cases.FLIPPED.hint, self.n_own_next)
 
 
+def _paired(module, docs, jobs):
+    """``module``'s make_nsp_example on each (d, s, seed, max_len): ids, types and label, for each call."""
+    out = []
+    for d, s, seed, max_len in jobs:
+        ids, types, label = module.make_nsp_example(docs, d, s, np.random.default_rng(seed), cls_id=CLS_ID,
+                                                    sep_id=SEP_ID, max_len=max_len)
+        out.append([*ids, *types, label])
+    return out
+
+
 def check_pairs(r: Report, run: Pairer, rng, docs, owner) -> None:
     jobs = []
     for i in range(N_PAIRS):
         d = int(rng.integers(len(docs)))
         jobs.append((d, int(rng.integers(len(docs[d]))), 100 + i, 64))
     problems = Problems()
+    got = []
     for (d, s, _, _), (ids, types, label) in zip(jobs, run.each(docs, jobs)):
         problems.example(docs, owner, d, s, ids, types, label)
+        got.append([*ids, *types, label])
+    replay(r, cases.TABLE, got, lambda m, k: _paired(m, docs, jobs[:k]))
     problems.own_document()
     # the layout and the labels first: when they are wrong, nothing after them can be read
     for key, what, verdict in [("layout", "[CLS] A [SEP] B [SEP] layout and token_type_ids", r.require),

@@ -15,6 +15,7 @@ from minibert.data.tokenizer import WordPieceTokenizer
 
 from ..calls import call_each
 from ..cases import wordpiece as cases
+from ..cases.table import recording_now
 from ..report import Abort, Report
 
 T = cases.TABLE
@@ -87,6 +88,8 @@ def _group(r: Report, func: str, what: str, calls, want) -> bool:
     line = f"{func}: {what}"
     if bad is None:
         r.ok(f"{line} ({len(calls)} {'texts' if func == 'basic_tokenize' else 'words'})")
+        if recording_now():             # the student copy's recording: what every case gives here
+            list(T.each(_outputs(func, calls), of=func, mutants=True))
         return True
     args, kwargs = calls[bad]
     shown = ", ".join([_show(args[0])] + [f"{k}={v!r}" for k, v in kwargs.items() if k != "do_lower_case"])
@@ -106,11 +109,15 @@ def _words(r: Report, func: str, args, result) -> list:
 
 
 def _recognise(func: str, calls, got, bad):
-    """The hint of the first case that gives ``got`` on all ``calls``, else on call ``bad``; or None."""
-    results = [(o.case, o.value) for o in T.each(
-        lambda m: [_quiet(getattr(m, func), args, kwargs) for args, kwargs in calls], of=func) if o.raised is None]
+    """The hint of the first case or mutant that gives ``got`` on all ``calls``, else of the first case
+    that gives it on call ``bad``; or None."""
+    results = [(o.case, o.value) for o in T.each(_outputs(func, calls), of=func, mutants=True) if o.raised is None]
     return next((case.hint for case, theirs in results if theirs == got), None) or next(
-        (case.hint for case, theirs in results if theirs[bad] == got[bad]), None)
+        (case.hint for case, theirs in results if not case.mutant and theirs[bad] == got[bad]), None)
+
+
+def _outputs(func: str, calls):
+    return lambda m: [_quiet(getattr(m, func), args, kwargs) for args, kwargs in calls]
 
 
 def _quiet(func, args, kwargs):
