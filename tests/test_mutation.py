@@ -25,9 +25,8 @@ HOLDOUT = ROOT / "tests" / "data" / "wrong_answers_holdout_2"
 # Pairs of mutants that every probe of the checks sees alike while the oracle's inputs do not, and
 # mutants every probe sees as right while the oracle does not, as they are today: the probes still
 # to add.  The counts may only go down (tools/mutation_census.py --details lists them).
-GAPS = {"wordpiece": 2, "attention": 1, "dropout": 4, "adamw": 2, "seed_comparison": 2}
-UNDIAGNOSED = {"linear": 1, "embedding": 2, "attention": 6, "dropout": 147, "nsp_pairing": 13, "adamw": 3,
-               "encoder_layer": 2, "loss_scaler": 1}
+GAPS = {"dropout": 3}
+UNDIAGNOSED = {"linear": 1, "dropout": 142, "nsp_pairing": 13, "adamw": 3, "loss_scaler": 1}
 
 
 @pytest.mark.parametrize("name", list(TABLES))
@@ -60,10 +59,8 @@ def test_a_mutant_changes_the_code_it_names():
 
 def test_a_mutant_that_would_loop_for_ever_raises():
     tree = ast.parse("def count(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i\n")
-    for k, node in enumerate(ast.walk(tree)):
-        node._index = k
-    step = next(n for n in ast.walk(tree) if isinstance(n, ast.AugAssign))
-    looping = Mutant("count", "count", "the line i += 1 left out", ("count",), tree, step._index, lambda n: [])
+    step = next(k for k, n in enumerate(ast.walk(tree.body[0])) if isinstance(n, ast.AugAssign))
+    looping = Mutant("count", "count", "the line i += 1 left out", ("count",), tree, step, lambda n: [])
     with pytest.raises(RuntimeError, match="loops"):
         looping.functions()["count"](3)
 

@@ -6,7 +6,8 @@ makes (its probes), and runs ``oracle.ORACLE`` on each mutant.  A mutant is
 
 * ``seen``: some probe gives a value that is not the right one; mutants seen
   alike on every probe form a group, and the hint names the group;
-* ``crashes``: no probe gives a value, some raise (the student sees the error);
+* ``crashes``: no probe gives a value, some raise (the student sees the error) or give NaN or inf
+  (which no hint matches);
 * ``unseen``: every probe gives the right value.
 
 A group whose members the oracle tells apart is a gap in the probes (two
@@ -92,7 +93,23 @@ def _view(row):
         return ("raised", raised.name, raised.message)
     if like_right:
         return ("right",)
+    if not informative(value):          # NaN, inf or a call that raised inside: no hint can match it
+        return ("raised", "not finite", "")
     return ("value", value)
+
+
+def informative(value) -> bool:
+    """A result a student's could be matched with: finite numbers, strings, no None (a call that raised)."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(informative(v) for v in value)
+    try:
+        return bool(np.isfinite(np.asarray(value, dtype=np.float64)).all())
+    except (TypeError, ValueError):
+        return True
 
 
 def _alike(a, b) -> bool:

@@ -39,22 +39,22 @@ class Mutant:
     function: str            # the function whose code is changed
     words: str               # what is wrong, as a hint says it
     touches: tuple           # the exercise's functions that run the changed code
-    tree: ast.Module = field(repr=False, compare=False)   # the solution, its nodes numbered
-    index: int = 0                                        # the number of the node changed
+    tree: ast.Module = field(repr=False, compare=False)   # the solution
+    index: int = 0              # the node changed: its place in ast.walk(the function's definition)
     make: object = field(default=None, repr=False, compare=False)   # node -> the slipped node
 
     @property
     def name(self) -> str:
-        return f"mutant {self.index}: {self.function}: {self.words}"
+        return f"mutant {self.function}:{self.index}: {self.words}"
 
     def functions(self) -> dict:
         """{name: function} of the mutated module for the functions it touches (built once)."""
-        key = (self.exercise, self.index, self.words)
+        key = (self.exercise, self.function, self.index, self.words)
         if key not in _BUILT:
             # only the changed function is copied; the module's other statements are shared, unchanged
             body = [copy.deepcopy(n) if getattr(n, "name", None) == self.function else n for n in self.tree.body]
             fdef = next(n for n in body if getattr(n, "name", None) == self.function)
-            target = next(n for n in ast.walk(fdef) if getattr(n, "_index", None) == self.index)
+            target = list(ast.walk(fdef))[self.index]      # a copy walks in the same order
             if not _replace(fdef, target, self.make(target)):
                 raise ValueError(f"{self.name}: nothing to change")
             tree = ast.fix_missing_locations(ast.Module([*body[:body.index(fdef)], _Guard().visit(fdef),
@@ -76,16 +76,19 @@ def mutants(exercise: str, functions) -> list[Mutant]:
     tree = ast.parse(path.read_text())
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     users = _users(defs, functions)
-    for index, node in enumerate(ast.walk(tree)):
-        node._index = index
     out, seen = [], set()
     for fname, fdef in defs.items():
         if not users.get(fname):
             continue
+        # a node's place in the walk, its first (an operator such as ast.Add is one object, shared by every
+        # + of every tree, so it cannot carry a number of its own; no slip changes one)
+        place = {}
+        for i, node in enumerate(ast.walk(fdef)):
+            place.setdefault(id(node), i)
         for node, make, words in sites(fdef):
-            if (node._index, words) not in seen:
-                seen.add((node._index, words))
-                out.append(Mutant(exercise, fname, words, tuple(users[fname]), tree, node._index, make))
+            if (fname, place[id(node)], words) not in seen:
+                seen.add((fname, place[id(node)], words))
+                out.append(Mutant(exercise, fname, words, tuple(users[fname]), tree, place[id(node)], make))
     return out
 
 

@@ -22,7 +22,9 @@ from ..report import Abort, Report
 from .common import bwd, unpack
 
 T = cases.TABLE
-B, TT, H, A, I, V = 2, 5, 8, 2, 32, 11      # batch, tokens, hidden, heads, intermediate (4H), vocabulary
+# batch, tokens, hidden, heads, intermediate (4H), vocabulary: no two of B, T, A and H / A alike, so that
+# a reshape or transpose that mixes two of them up cannot give the right shape by chance
+B, TT, H, A, I, V = 3, 5, 8, 2, 32, 11
 KEY_BIAS = "attention.self.key.bias"
 
 
@@ -136,7 +138,7 @@ def minibert_layer(x, p, mask):
 def _check_layer(r: Report, rng) -> None:
     x = rng.standard_normal((B, TT, H))
     params = random_params(rng, layer_shapes(H, I))
-    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])                   # the second sequence padded
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0]])  # the second and third padded
     y, cache = call_forward(r, "encoder_layer_forward", x, params, mask, A)
     y = as_array(r, "y", y, x.shape, "y has x's shape (B, T, H)")
     compare(r, "layer forward vs minibert's layer_forward", y, minibert_layer(x, params, mask),
