@@ -50,6 +50,7 @@ class Case:
         """The exercise's functions, right but for this case's."""
         ns = SimpleNamespace(**{**self.right, **self.wrong})
         ns.__name__ = f"{self.exercise} ({self.name})"
+        ns.is_mutant = self.mutant       # a check may give a mutant the solution's own cache (``own_cache``)
         return ns
 
     def text(self, fields: dict) -> str:
@@ -149,7 +150,7 @@ class Table:
 
         def like_right(value, case):
             if case.mutant not in right:
-                module = SimpleNamespace(**case.right) if case.mutant else self.module
+                module = SimpleNamespace(**case.right, is_mutant=True) if case.mutant else self.module
                 try:
                     right[case.mutant] = compute(module)
                 except Exception:
