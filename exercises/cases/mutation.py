@@ -30,7 +30,7 @@ from .mutation_sites import sites
 from .table import Case
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
-ROUNDS = 100_000
+ROUNDS = 10_000
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,8 @@ def _check_unscale(r: Report) -> None:
         if hint is None:
             hint = named(pattern, known) or "found_inf: True when any entry of any gradient is inf or NaN"
         r.fail(f"found_inf, {what}: {got} (must be {right})", hint)
+    if hint is None:
+        touch(known)
 
 
 # ------------------------------------------------------------------ update_scale

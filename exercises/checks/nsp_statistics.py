@@ -63,11 +63,14 @@ class Problems:
             self.add("flip", cases.FLIPPED.hint, self.n_own_next)
 
 
-def _paired(module, docs, jobs):
-    """``module``'s make_nsp_example on each (d, s, seed, max_len): ids, types and label, for each call."""
+def paired(module, docs, jobs):
+    """``module``'s make_nsp_example on each (d, s, seed, max_len): ids, types and label, for each call.
+    Each call gets its own copy of the documents: a slip that pops from them in place must not change
+    the check's."""
     out = []
     for d, s, seed, max_len in jobs:
-        ids, types, label = module.make_nsp_example(docs, d, s, np.random.default_rng(seed), cls_id=CLS_ID,
+        own = [[list(sentence) for sentence in doc] for doc in docs]
+        ids, types, label = module.make_nsp_example(own, d, s, np.random.default_rng(seed), cls_id=CLS_ID,
                                                     sep_id=SEP_ID, max_len=max_len)
         out.append([*ids, *types, label])
     return out
@@ -83,7 +86,7 @@ def check_pairs(r: Report, run: Pairer, rng, docs, owner) -> None:
     for (d, s, _, _), (ids, types, label) in zip(jobs, run.each(docs, jobs)):
         problems.example(docs, owner, d, s, ids, types, label)
         got.append([*ids, *types, label])
-    replay(r, cases.TABLE, got, lambda m, k: _paired(m, docs, jobs[:k]))
+    replay(r, cases.TABLE, got, lambda m, k: paired(m, docs, jobs[:k]))
     problems.own_document()
     # the layout and the labels first: when they are wrong, nothing after them can be read
     for key, what, verdict in [("layout", "[CLS] A [SEP] B [SEP] layout and token_type_ids", r.require),
