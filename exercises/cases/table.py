@@ -50,7 +50,7 @@ class Case:
         """The exercise's functions, right but for this case's."""
         ns = SimpleNamespace(**{**self.right, **self.wrong})
         ns.__name__ = f"{self.exercise} ({self.name})"
-        ns.is_mutant = self.mutant       # a check may give a mutant the solution's own cache (``own_cache``)
+        ns.is_mutant = self.mutant       # a check may give a mutant the solution's own cache (attention_dropout)
         return ns
 
     def text(self, fields: dict) -> str:

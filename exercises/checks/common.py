@@ -63,10 +63,11 @@ def replay(r: Report, table, got: list, run) -> None:
     """Diagnose a random rule by replaying it with the check's own inputs and seeds.
 
     ``got``: the student's results, a flat vector per call; ``run(module, k)``: a module's on the
-    first k calls.  Compared by their digests (exact, and small to record).  The cases and mutants that give exactly the student's results on the first
-    ``REPLAYED`` calls are run on all of them, and those that still agree are the diagnosis of every
-    failure after this (``Report.replay``): the same draws only when the student draws as the
-    solution does, so when not, nothing matches and the check's own hints stay.
+    first k calls; results are compared by their digests (exact, and small to record).  The cases
+    and mutants that give exactly the student's results on the first ``REPLAYED`` calls are run on
+    all of them, and those that still agree are the diagnosis of every failure after this
+    (``Report.replay``): the same draws only when the student draws as the solution does, so when
+    not, nothing matches and the check's own hints stay.
     """
     few, every = _digest(got[:REPLAYED]), _digest(got)
 
