@@ -6,8 +6,9 @@ instead, after a short prelude that provides what CUDA does:
 
 * ``threadIdx``, ``blockIdx``, ``blockDim`` and ``gridDim`` (x only: minibert's launches
   are one-dimensional);
-* the threads of a block are fibers (``ucontext``) of one OS thread, each with its own
-  stack; the blocks of a launch run one after another;
+* the threads of a block are fibers of one OS thread, each with its own stack (made by
+  ``ucontext``, switched by ``_setjmp``/``_longjmp``, which leave the signal mask alone and so
+  make no system call); the blocks of a launch run one after another;
 * ``__syncthreads()`` waits until every thread of the block has reached it;
 * ``__shfl_xor_sync`` exchanges values through memory between the 32 lanes of a warp,
   waiting for all 32 before and after, as the full mask promises;
@@ -55,6 +56,7 @@ _C_DTYPES["unsigned short"] = np.float16
 _C_DTYPES["unsigned int"] = np.uint32      # the column sums' tickets
 
 _PRELUDE = r"""
+#include <setjmp.h>
 #include <ucontext.h>
 #include <cmath>
 #include <cstring>
@@ -69,12 +71,17 @@ static minibert_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1,
 #define __shared__ static
 
 namespace emu {
-struct Fiber { ucontext_t ctx; vector<char> stack; int waiting; bool done; };
-static ucontext_t scheduler;
+struct Fiber { ucontext_t ctx; jmp_buf at; vector<char> stack; int waiting; bool done, started; };
+static jmp_buf scheduler;
 static vector<Fiber> fibers;
 static vector<int> arrived, expected;   // barrier 0: the block; barrier 1 + w: warp w
 static int current = 0;
 static double lanes[1024];
+
+// Back to the launch's loop; it resumes this fiber here.
+static void yield() {
+    if (!_setjmp(fibers[current].at)) _longjmp(scheduler, 1);
+}
 
 // Wait at barrier b until every thread it names has arrived; the last one releases the rest.
 static void wait_at(int b) {
@@ -84,7 +91,7 @@ static void wait_at(int b) {
         return;
     }
     fibers[current].waiting = b;
-    swapcontext(&fibers[current].ctx, &scheduler);
+    yield();
 }
 }  // namespace emu
 
@@ -148,9 +155,13 @@ static inline void mma16816(float* d, const unsigned int* a, const unsigned int*
 
 _LAUNCH = r"""
 static void** minibert_args;
+// A fiber runs the kernel once for each block of the launch: done, it waits to be resumed for the next.
 static void minibert_thread() {
-    KERNEL_CALL;
-    emu::fibers[emu::current].done = true;
+    for (;;) {
+        KERNEL_CALL;
+        emu::fibers[emu::current].done = true;
+        emu::yield();
+    }
 }
 
 // 0: done;  1: some threads wait at a barrier that the others never reach
@@ -164,19 +175,24 @@ extern "C" int minibert_launch(void** args, long long grid, int block) {
     expected[0] = block;
     expected[warps] = block - 32 * (warps - 1);
     fibers.resize(block);
+    ucontext_t model;
+    getcontext(&model);
+    for (int t = 0; t < block; ++t) {           // each fiber made once a launch: one system call
+        Fiber& f = fibers[t];
+        f.stack.resize(1 << 17);
+        f.ctx = model;
+        f.ctx.uc_stack.ss_sp = f.stack.data();
+        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_link = nullptr;                // never reached: a fiber does not return
+        makecontext(&f.ctx, minibert_thread, 0);
+        f.started = false;
+    }
     for (long long b = 0; b < grid; ++b) {
         blockIdx.x = (unsigned int)b;
         arrived.assign(1 + warps, 0);
         for (int t = 0; t < block; ++t) {
-            Fiber& f = fibers[t];
-            f.stack.resize(1 << 17);
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = f.stack.data();
-            f.ctx.uc_stack.ss_size = f.stack.size();
-            f.ctx.uc_link = &scheduler;
-            makecontext(&f.ctx, minibert_thread, 0);
-            f.waiting = -1;
-            f.done = false;
+            fibers[t].waiting = -1;
+            fibers[t].done = false;
         }
         for (;;) {
             bool all_done = true, ran = false;
@@ -187,7 +203,11 @@ extern "C" int minibert_launch(void** args, long long grid, int block) {
                 if (f.waiting != -1) continue;
                 current = t;
                 threadIdx.x = (unsigned int)t;
-                swapcontext(&scheduler, &f.ctx);
+                if (!_setjmp(scheduler)) {
+                    if (f.started) _longjmp(f.at, 1);
+                    f.started = true;
+                    setcontext(&f.ctx);
+                }
                 ran = true;
             }
             if (all_done) break;
@@ -293,7 +313,8 @@ def _build(source, name, raw=True):
         full = _PRELUDE + source + launch.replace("KERNEL_CALL", f"{name}({call})")
     else:
         full = source
-    flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
+    # -U_FORTIFY_SOURCE: a fortified _longjmp refuses to jump to another stack (the fibers' are on the heap)
+    flags = ["-std=c++17", "-O1", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", "-w"]
     key = hashlib.sha256("\0".join([full, compiler(), *flags]).encode()).hexdigest()[:24]
     if key in _compiled:
         return _compiled[key]
