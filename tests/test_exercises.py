@@ -118,6 +118,9 @@ def test_a_wrong_value_no_usual_mistake_explains_is_described_by_its_relation_to
     want = rng.standard_normal((4, 3, 3))
     assert "twice" in relation(2 * want, want) and "half" in relation(0.5 * want, want)
     assert "3 times" in relation(3 * want, want)
+    assert relation(want / 4, want, "dx").startswith("dx: every entry is 1/4 of the right one: divided by 4 (the size "
+                                                     "of axis 0)")
+    assert "1.5 times" in relation(1.5 * want, want) and "a constant factor" in relation(1.5 * want, want)
     assert "wrong sign" in relation(-want, want)
     assert "transposed" in relation(np.swapaxes(want, -1, -2), want)
     assert "wrong places" in relation(want.reshape(3, 4, 3).swapaxes(0, 1).reshape(4, 3, 3), want)

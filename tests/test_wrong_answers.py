@@ -20,6 +20,7 @@ _spec.loader.exec_module(census)
 FILES = census.answer_files()
 HOLDOUT = census.answer_files(root=ROOT / "tests" / "data" / "wrong_answers_holdout")
 THIRD = census.answer_files(root=ROOT / "tests" / "data" / "wrong_answers_holdout_2")
+FOURTH = census.answer_files(root=ROOT / "tests" / "data" / "wrong_answers_holdout_3")
 EXERCISES = {p.name for p in (ROOT / "exercises" / "stubs").glob("*.py") if p.name != "__init__.py"}
 
 
@@ -76,11 +77,11 @@ def test_first_failure_reads_the_first_fail_and_its_hint():
     assert census.first_failure("[PASS] softmax  (x.py)\n  ok    forward\n") == ("PASS", "", "")
 
 
-@pytest.mark.parametrize("path", HOLDOUT + THIRD, ids=_id)
+@pytest.mark.parametrize("path", HOLDOUT + THIRD + FOURTH, ids=_id)
 def test_the_checker_rejects_the_held_out_answers(path):
-    """The second and third sets measure the hints (their READMEs); every one of their answers must at least
-    fail, the two the third set's census before found accepted among them (str.isspace() in the basic split;
-    'if v' dropping a result of 0.0)."""
+    """The second, third and fourth sets measure the hints (their READMEs); every one of their answers must at
+    least fail, the two the third set's census before found accepted among them (str.isspace() in the basic
+    split; 'if v' dropping a result of 0.0)."""
     answer = census.read_answer(path)
     assert answer["slip"] and answer["names_it"], _id(path)
     assert not census.names_the_mistake("", answer["names_it"]), _id(path)
@@ -92,3 +93,4 @@ def test_the_third_set_is_wide_enough():
     """The set written before the diagnosis by mutation (its README has the census before): at least 40
     answers over at least 15 exercises."""
     assert len(THIRD) >= 40 and len({p.parent.name for p in THIRD}) >= 15
+    assert len(FOURTH) >= 40 and len({p.parent.name for p in FOURTH}) >= 15

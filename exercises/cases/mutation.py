@@ -2,12 +2,14 @@
 
 A mutant is the solution with ONE place changed the way students change it:
 a term of a sum left out, doubled or with its sign turned, a factor or a
-division left out, a product's operands swapped, a ``.T`` left out, a sum
-or mean over another axis or without ``keepdims``, ``sum`` for ``mean`` (and
-``max`` for ``min``), a ``.copy()`` left out (the caller's array changed in
-place), one name used where another belongs (in a backward pass: its inputs
-and what it unpacks from the cache; in a forward pass: what it puts in the
-cache), two names swapped in one line, a comparison made strict or not
+division left out, a product's operands swapped or one of them transposed, a
+``.T`` left out, a sum or mean over another axis or without ``keepdims``,
+``sum`` for ``mean`` (``max`` for ``min``, ``any`` for ``all``), a ``.copy()``
+left out (the caller's array changed in place), one name used where another
+belongs (in a backward pass: its inputs, what it unpacks from the cache and
+the values it computes; in a forward pass: what it puts in the cache;
+elsewhere: its settings), two names swapped in one line or in an unpacking,
+a comparison made strict or not
 strict or turned round, ``if x`` for ``if x is not None``, an index or a
 range one off, a position used where the value at it belongs, a constant
 from the other convention, the branches of an ``if`` swapped, a line that
@@ -26,6 +28,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .mutation_names import outputs
 from .mutation_sites import sites
 from .table import Case
 
@@ -76,6 +79,7 @@ def mutants(exercise: str, functions) -> list[Mutant]:
     tree = ast.parse(path.read_text())
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     users = _users(defs, functions)
+    kept = outputs(defs.values())
     out, seen = [], set()
     for fname, fdef in defs.items():
         if not users.get(fname):
@@ -85,7 +89,7 @@ def mutants(exercise: str, functions) -> list[Mutant]:
         place = {}
         for i, node in enumerate(ast.walk(fdef)):
             place.setdefault(id(node), i)
-        for node, make, words in sites(fdef):
+        for node, make, words in sites(fdef, kept):
             if (fname, place[id(node)], words) not in seen:
                 seen.add((fname, place[id(node)], words))
                 out.append(Mutant(exercise, fname, words, tuple(users[fname]), tree, place[id(node)], make))

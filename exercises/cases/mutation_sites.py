@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import ast
 
+from .mutation_names import Names, code, statements
+
 AXES = (-1, -2, 0, 1, None)
 REDUCE = {"sum", "mean", "max", "min", "var", "std", "argmax"}
-SWAP_CALL = {"sum": "mean", "mean": "sum", "max": "min", "min": "max", "maximum": "minimum", "minimum": "maximum"}
+SWAP_CALL = {"sum": "mean", "mean": "sum", "max": "min", "min": "max", "maximum": "minimum", "minimum": "maximum",
+             "all": "any", "any": "all"}
+BUILTIN_SWAP = {"all": "any", "any": "all", "max": "min", "min": "max"}
 FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
 TURN = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
@@ -24,46 +28,21 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Lt: "<", as
         ast.IsNot: "is not"}
 
 
-def code(node, width: int = 70) -> str:
-    text = node if isinstance(node, str) else ast.unparse(node)
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def sites(fdef: ast.FunctionDef):
-    """Every (node, make, words) of the function fdef."""
-    backward = "backward" in fdef.name
-    args = [a.arg for a in fdef.args.args + fdef.args.kwonlyargs]
-    bound = _bound(fdef)
-    pool = [n for n in args + bound["unpacked"] if n != "cache"] if backward else []
-    for stmt in _statements(fdef.body):
+def sites(fdef: ast.FunctionDef, outputs=None):
+    """Every (node, make, words) of the function fdef; ``outputs``: {name: the NumPy function whose result
+    a forward pass of the module keeps in it} (``pooled = np.tanh(...)``)."""
+    names = Names(fdef, outputs or {})
+    for stmt in statements(fdef.body):
         where = _where(stmt)
-        yield from _statement_sites(stmt, where, backward)
-        for node in _own_nodes(stmt):
-            for make, what in _expr_sites(node, pool):
+        yield from _statement_sites(stmt, where, names.backward)
+        nodes = list(_own_nodes(stmt))
+        for node in nodes:
+            for make, what in _expr_sites(node):
                 yield node, make, f"{where}: {what}"
-        yield from _swaps(stmt, where, set(args) | set(bound["all"]))
+        yield from names.slips(stmt, where, nodes)
+        names.bind(stmt)
     if fdef.name.endswith("_forward"):
-        yield from _cache_sites(fdef, args + bound["all"])
-
-
-def _bound(fdef):
-    unpacked, names = [], []
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Tuple):
-                    unpacked += [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.append(node.id)
-    return {"unpacked": list(dict.fromkeys(unpacked)), "all": list(dict.fromkeys(names))}
-
-
-def _statements(body):
-    for stmt in body:
-        yield stmt
-        for field in ("body", "orelse"):
-            if isinstance(getattr(stmt, field, None), list):
-                yield from _statements(getattr(stmt, field))
+        yield from names.cache_slips()
 
 
 def _where(stmt) -> str:
@@ -109,6 +88,12 @@ def _statement_sites(stmt, where, backward):
         yield stmt, lambda n: [], f"the 'if {text}:' block left out"
     if isinstance(stmt, ast.AugAssign) or (isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript)):
         yield stmt, lambda n: [], f"the line {code(stmt)} left out"
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript) \
+            and isinstance(stmt.value, ast.Constant) and type(stmt.value.value) in (int, float):
+        target, whole = code(stmt.targets[0]), code(stmt.targets[0].value)
+        yield (stmt, lambda n: _all_but(n),
+               f"the selection inverted: every entry of {whole} but {target} set to {stmt.value.value!r}, "
+               f"where only {target} is")
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         yield stmt, lambda n: [], f"the call {code(stmt)} left out"
     if backward and isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
@@ -118,11 +103,18 @@ def _statement_sites(stmt, where, backward):
             yield elt, lambda n: _neg(n), f"the result {code(elt)} with the wrong sign (negated)"
 
 
+def _all_but(stmt):
+    """``a[i] = c`` turned into: every entry of a but a[i] set to c."""
+    target, whole, value = ast.unparse(stmt.targets[0]), ast.unparse(stmt.targets[0].value), ast.unparse(stmt.value)
+    body = ast.parse(f"_kept = {target}.copy()\n{whole}[...] = {value}\n{target} = _kept").body
+    return ast.If(ast.Constant(True), body, [])
+
+
 def _neg(node):
     return ast.UnaryOp(ast.USub(), node)
 
 
-def _expr_sites(node, pool):
+def _expr_sites(node):
     """(make, what) for the slips of one expression node."""
     if isinstance(node, ast.BinOp):
         yield from _binop(node)
@@ -144,10 +136,6 @@ def _expr_sites(node, pool):
         yield from _subscript(node)
     elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
         yield from _constant(node)
-    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in pool:
-        for other in pool:
-            if other != node.id:
-                yield lambda n, o=other: ast.Name(o, ast.Load()), f"{other} used instead of {node.id}"
 
 
 def _binop(node):
@@ -170,8 +158,27 @@ def _binop(node):
         yield lambda n: ast.BinOp(n.left, ast.Mult(), n.right), f"multiplied by {right} where it divides"
     elif op is ast.MatMult:
         yield lambda n: ast.BinOp(n.right, ast.MatMult(), n.left), f"the operands of {code(node)} in the other order"
+        for side in ("left", "right"):
+            operand = getattr(node, side)
+            if not _transposed(operand):      # a transpose taken back is the '.T left out' slip
+                yield (lambda n, side=side: _with(n, side, _swapaxes(getattr(n, side))),
+                       f"{code(operand, 30)} transposed where {code(operand, 30)} belongs in {code(node)}")
     elif op is ast.Mod:
         yield lambda n: n.left, f"{code(node)} without the % {right[1:-1]}: the index does not wrap around"
+
+
+def _transposed(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "T") or \
+        (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("swapaxes", "transpose"))
+
+
+def _swapaxes(node):
+    """``node.swapaxes(-1, -2)``: the transpose of a matrix or of each matrix of a stack."""
+    return ast.Call(ast.Attribute(node, "swapaxes", ast.Load()), [ast.Constant(-1), ast.Constant(-2)], [])
+
+
+def _with(node, side, value):
+    return ast.BinOp(value if side == "left" else node.left, node.op, value if side == "right" else node.right)
 
 
 def _times(factor) -> str:
@@ -204,6 +211,9 @@ def _call(node):
         new = SWAP_CALL[name]
         yield (lambda n: ast.Call(ast.Attribute(n.func.value, new, ast.Load()), n.args, n.keywords),
                f"{new}() where {name}() belongs in {text}")
+    if name in BUILTIN_SWAP and isinstance(node.func, ast.Name):
+        new = BUILTIN_SWAP[name]
+        yield lambda n: ast.Call(ast.Name(new, ast.Load()), n.args, n.keywords), f"{new}() where {name}() belongs in {text}"
     if name in REDUCE:
         yield from _axis(node, text)
     if name == "copy" and isinstance(node.func, ast.Attribute) and not node.args:
@@ -262,55 +272,3 @@ def _constant(node):
     if type(value) is int and not isinstance(value, bool) and value in (1, 2, 3):
         for d in (1, -1):
             yield lambda n, d=d: ast.Constant(value + d), f"{value + d} where {value} belongs: one off"
-
-
-def _swaps(stmt, where, local):
-    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return)) or stmt.value is None:
-        return
-    names = list(dict.fromkeys(n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)
-                               and n.id in local and isinstance(n.ctx, ast.Load)))
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            if _commuting(stmt.value, a, b):
-                continue
-            yield (stmt.value, lambda n, a=a, b=b: _Swap(a, b).visit(n),
-                   f"{where}: {a} and {b} swapped in {code(stmt.value)}")
-
-
-def _commuting(expr, a, b) -> bool:
-    """a and b each once in ``expr``, as the two sides of one + or *: swapping them changes nothing."""
-    names = [n.id for n in ast.walk(expr) if isinstance(n, ast.Name)]
-    if names.count(a) != 1 or names.count(b) != 1:
-        return False
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult))
-               and {getattr(n.left, "id", None), getattr(n.right, "id", None)} == {a, b} for n in ast.walk(expr))
-
-
-class _Swap(ast.NodeTransformer):
-    def __init__(self, a, b):
-        self.a, self.b = a, b
-
-    def visit_Name(self, node):
-        if node.id in (self.a, self.b) and isinstance(node.ctx, ast.Load):
-            return ast.Name(self.b if node.id == self.a else self.a, ast.Load())
-        return node
-
-
-def _cache_sites(fdef, local):
-    """In a forward pass, each name put into the cache replaced by another of the function's."""
-    for stmt in _statements(fdef.body):
-        holder = None
-        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
-            holder = stmt.value.elts[1]
-        elif isinstance(stmt, ast.Assign) and any(getattr(t, "id", "") == "cache" for t in stmt.targets):
-            holder = stmt.value
-        if holder is None:
-            continue
-        elts = holder.elts if isinstance(holder, ast.Tuple) else [holder]
-        for elt in elts:
-            if isinstance(elt, ast.Name):
-                for other in local:
-                    if other != elt.id and other != "cache":
-                        yield (elt, lambda n, o=other: ast.Name(o, ast.Load()),
-                               f"the cache holds {other} instead of {elt.id}, so the backward pass uses {other} "
-                               f"instead of {elt.id}")

@@ -176,16 +176,20 @@ class Table:
                 continue
             yield value, None, like_right(value, case)
 
-    def known(self, compute, of=None, **fields):
+    def known(self, compute, of=None, **fields) -> "Known":
         """(value, hint) of each case whose ``compute(module)`` differs from the right one's: for ``compare``.
 
         ``fields`` fill the ``{names}`` of a hint (a size the check chose,
         say).  A case that raises is left out here: ``raised`` recognises it.
         The hand-written cases come first, then ``LATER`` (``compare`` asks
         its ``explain`` there), then the mutants, those that give the same
-        value here as one, their hints joined.
+        value here as one, their hints joined.  The mutants' hint is made when asked
+        (``diagnose``): those that a probe the student passed sees as wrong are left out of it.
         """
-        groups: list = []                           # [value, [hints]] of the mutants
+        return Known(self, compute, of, fields)
+
+    def _known(self, compute, of, fields):
+        groups: list = []                           # [value, [cases]] of the mutants
         for o in self.each(compute, of, mutants=True):
             if o.raised is not None or o.like_right:
                 continue
@@ -198,12 +202,23 @@ class Table:
                 continue
             same = next((g for g in groups if g[0].shape == value.shape and _same(g[0], value)), None)
             if same is None:
-                groups.append([value, [o.case.hint]])
-            elif o.case.hint not in same[1]:
-                same[1].append(o.case.hint)
+                groups.append([value, [o.case]])
+            else:
+                same[1].append(o.case)
         yield LATER
-        for value, hints in groups:
-            yield value, joined(hints)
+        for value, group in groups:
+            yield value, lambda group=group: self._still(group)
+
+    def _still(self, group) -> tuple:
+        """(the joined hints of the mutants of ``group`` that every probe the student passed (``PASSED``) sees
+        as right, or None when none is left; the joined hints of all of them)."""
+        left = {c.name for c in group}
+        for table, compute, of in PASSED:
+            if table is self and left:
+                left -= {o.case.name for o in self.each(compute, of, mutants=True, only=left)
+                         if o.raised is not None or not o.like_right}
+        hints = list(dict.fromkeys(c.hint for c in group if c.name in left))
+        return (joined(hints) if hints else None), joined(list(dict.fromkeys(c.hint for c in group)))
 
     def raised(self, compute, **fields):
         """The hint for a student's exception: that of the first case that raises the same one, or None.
@@ -247,6 +262,21 @@ def _equal(a, b) -> bool:
 
 
 LATER = "the hand-written cases end here"       # in ``known``: the mutants follow
+PASSED: list = []     # (table, compute, of) of each comparison the student passed in the check running now
+
+
+class Known:
+    """``Table.known``'s (value, hint) pairs: iterable, and it remembers what it computes."""
+
+    def __init__(self, table, compute, of, fields):
+        self.table, self.compute, self.of, self.fields = table, compute, of, fields
+
+    def __iter__(self):
+        return self.table._known(self.compute, self.of, self.fields)
+
+    def passed(self) -> None:
+        """The student's result was right here: a mutant that is not clears no later diagnosis."""
+        PASSED.append((self.table, self.compute, self.of))
 MOST = 3                                           # hints named at most, of mutants that give the same value
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from .. import CAPSTONE, QUESTIONS
 from ..calls import no_exit
 from ..cases import TABLES
+from ..cases.table import PASSED
 from ..pieces import swapped
 from ..remote import RemoteModule, WorkerGone
 from ..report import Abort, Report
@@ -86,6 +87,7 @@ def run_check(name: str, module, functions=None) -> Report:
     ``functions``: check only the parts that call nothing but these (a notebook's cell writes one
     function of an exercise); by default every part."""
     report = Report(name, module)
+    PASSED.clear()                  # the comparisons passed so far: this check's own
     if name in CAPSTONE:
         checks = [_capstone(module, functions)]
     elif name in QUESTIONS:

@@ -77,8 +77,8 @@ def _check_backward(r: Report, pooled, W, b, labels, dloss) -> None:
     _, probs = reference(pooled, W, b, labels)
     args = (dloss, pooled, W, probs, labels)
 
-    def backward(m):
-        return m.classifier_head_backward(*args)
+    def backward(m):                # fresh arrays each call: a slip that changes probs in place must not
+        return m.classifier_head_backward(*(fresh(a) for a in args))   # change them for the next case
     result = call_watched(r, BACKWARD, dloss, fresh(pooled), fresh(W), fresh(probs), fresh(labels),
                           roles=[None, "input", "input", "cache", "input"], hint=T.raised(backward))
     got = unpack(r, BACKWARD, result, 3, "dpooled, dW, db")

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..calls import call
 from ..cases import mlm_masking as cases
+from ..harness import named, touch
 from ..report import Report
 from .mlm_runner import CLS, MASK, PAD, SEP, SPECIAL, V, Masker, pair_sequence
 from .mlm_statistics import check_statistics
@@ -34,8 +35,14 @@ def _check_counts(r: Report, run: Masker, rng) -> None:
     for cap in (20, 5):
         _, labels = run.one(long_ids, 11, max_predictions=cap)
         got = int((labels != -100).sum())
+        # each case's and mutant's labels on this call (the same draws as the student's only if it draws alike)
+        known = cases.TABLE.known(lambda m, cap=cap: m.mask_tokens(
+            list(long_ids), np.random.default_rng(11), vocab_size=V, mask_id=MASK, special_ids=list(SPECIAL),
+            max_predictions=cap)[1])
+        if got == cap:
+            touch(known)
         r.expect(got == cap, f"a 200-token sequence gets exactly max_predictions={cap} predictions",
-                 cases.NO_CAP.hint if got > cap else
+                 None if got == cap else cases.NO_CAP.hint if got > cap else named(labels, known) or
                  f"{got} predictions: with 197 candidates there is room for all {cap}, so choose exactly "
                  f"max_predictions={cap} different positions (replace=False)")
     _, labels = run.one([CLS, 77, SEP], 3)

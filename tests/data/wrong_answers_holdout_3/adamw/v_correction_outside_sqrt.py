@@ -1,0 +1,50 @@
+# slip: v's bias correction divides sqrt(v) by (1 - beta2^t), i.e. it is applied outside the square root instead of to v itself
+# names it: sqrt(1 - beta2 | 0.0316 | sqrt(v) / (1 - beta2 | v_hat & inside the square root | correction & under the square root
+"""Exercise: one AdamW step on one parameter tensor.
+
+Adam keeps two running averages per parameter, of the gradient (m) and of its
+square (v), and divides one by the square root of the other.  AdamW adds
+*decoupled* weight decay: the weights shrink by a factor (1 - lr * wd) on
+their own, outside the gradient, instead of adding wd * param to the
+gradient (that would be L2 regularisation, which Adam's division rescales
+per parameter).  BERT does not decay biases or LayerNorm weights: the caller
+says so with decay=False.
+
+At step t (1, 2, 3, ...):
+
+    if decay:  param <- param * (1 - lr * weight_decay)
+    m <- beta1 m + (1 - beta1) grad
+    v <- beta2 v + (1 - beta2) grad^2
+    m_hat = m / (1 - beta1^t)          v_hat = v / (1 - beta2^t)      (bias correction)
+    param <- param - lr * m_hat / (sqrt(v_hat) + eps)
+
+This is torch.optim.AdamW's update, and minibert.optim.AdamW's.
+
+Check your work with:   python -m exercises check adamw
+"""
+import numpy as np
+
+
+def adamw_step(param, grad, m, v, t, *, lr, beta1=0.9, beta2=0.999, eps=1e-6,
+               weight_decay=0.01, decay=True):
+    """One step.
+
+    Args:
+        param, grad, m, v: arrays of the same shape (m and v start as zeros)
+        t: the number of this step, starting at 1
+        lr, beta1, beta2, eps, weight_decay: the hyper-parameters (BERT: eps 1e-6, wd 0.01)
+        decay: False for parameters that must not be decayed (biases, LayerNorm)
+
+    Returns:
+        (param, m, v) after the step (new arrays, or the inputs updated in place)
+
+    Hints: eps goes outside the square root; the weight decay uses the
+    parameter as it was before this step's Adam update, and is multiplied by lr.
+    """
+    if decay:
+        param = param * (1 - lr * weight_decay)
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad ** 2
+    m_hat = m / (1 - beta1 ** t)
+    param = param - lr * m_hat / (np.sqrt(v) / (1 - beta2 ** t) + eps)
+    return param, m, v
