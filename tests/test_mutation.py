@@ -21,6 +21,7 @@ from exercises.checks import run_check  # noqa: E402
 from test_exercises import first_fail  # noqa: E402
 
 HOLDOUT = ROOT / "tests" / "data" / "wrong_answers_holdout_2"
+FOURTH = ROOT / "tests" / "data" / "wrong_answers_holdout_3"
 
 # Pairs of mutants that every probe of the checks sees alike while the oracle's inputs do not, and
 # mutants every probe sees as right while the oracle does not, as they are today: the probes still
@@ -114,3 +115,22 @@ def test_the_student_copy_names_the_same_mutant(answer, replayed):
     replayed(name)
     _, got = first_fail(run_check(name, module).render())
     assert got == want
+
+
+def test_a_mutant_a_passed_comparison_rules_out_is_not_named():
+    """found_inf by np.isfinite(g).any(): its three verdicts are also those of 'the factor g left out' of the
+    unscaling, whose unscaled gradients this answer got right; the hint names only the slip that every
+    comparison the answer passed allows, and the student copy names the same."""
+    module = _load(FOURTH / "loss_scaler" / "isfinite_any_not_all.py")
+    _, hint = first_fail(run_check("loss_scaler", module).render())
+    assert "any() where all() belongs" in hint and "the factor g left out" not in hint, hint
+
+
+def test_a_mutant_every_passed_comparison_rules_out_is_named_when_no_other_matches(replayed):
+    """dgamma from x: the mutant that matches it (the cache holding x) also changes dx, which this answer got
+    right; no other mutant matches, so that one is named (the slip's place, if not its whole reach)."""
+    module = _load(HOLDOUT / "layernorm" / "dgamma_uses_x.py")
+    _, hint = first_fail(run_check("layernorm", module).render())
+    assert "the cache holds x instead of xhat" in hint, hint
+    replayed("layernorm")
+    assert first_fail(run_check("layernorm", module).render())[1] == hint
