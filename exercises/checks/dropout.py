@@ -47,8 +47,12 @@ def _check_training(r: Report, x, p):
     out = as_array(r, "out (train=True)", out, x.shape, "out has x's shape")
     dropped = out == 0.0
     ratio = out[~dropped] / x[~dropped]
+    known = T.known(lambda m: m.dropout_forward(x, p, np.random.default_rng(1), train=True)[0][0])   # a row
+    if near(ratio, 1.0 / (1.0 - p), 1e-12):
+        touch(known)
     r.expect(near(ratio, 1.0 / (1.0 - p), 1e-12), "train=True: every entry is 0 or x / (1 - p)",
-             scale_hint(ratio, p) or "in training each entry is either 0 (dropped) or x / (1 - p) (kept)")
+             scale_hint(ratio, p) or named(out[0], known) or
+             "in training each entry is either 0 (dropped) or x / (1 - p) (kept)")
     same_rows = float((dropped == dropped[0]).all(axis=1).mean())
     same_cols = float((dropped == dropped[:, :1]).all(axis=0).mean())
     r.expect(same_rows < 0.5 and same_cols < 0.5, "each entry is dropped on its own draw", cases.PER_FEATURE.hint)
@@ -117,13 +121,19 @@ def _check_backward(r: Report, rng) -> None:
     dx = as_array(r, "dx", bwd(r, "dropout_backward", dout, cs), xs.shape, "dx has x's shape")
     mask = (os_ != 0.0) / (1.0 - ps)              # the student's own mask, as its forward pass drew it
 
+    # each case and mutant through its own forward pass (the check's seed) and its own backward pass: a
+    # slip in what the forward pass keeps (the cache holding p, or x) shows here
+    own = T.known(lambda m: m.dropout_backward(dout, m.dropout_forward(xs, ps, np.random.default_rng(seed),
+                                                                        train=True)[1]))
+
     def new_mask(got):
         nonzero = got != 0.0
         if (nonzero != (mask > 0)).any() and near(got[nonzero] / dout[nonzero], 1.0 / (1.0 - ps)):
             return cases.FRESH_MASK.hint
-        return None
-    grad_check(r, "dx (train=True)", seeded_output(r, "dropout_forward", xs, ps, seed=seed, train=True),
-               xs, dout, dx, known=T.known(lambda m: m.dropout_backward(dout, mask)), explain=new_mask)
+        return named(got, own)
+    if grad_check(r, "dx (train=True)", seeded_output(r, "dropout_forward", xs, ps, seed=seed, train=True),
+                  xs, dout, dx, known=T.known(lambda m: m.dropout_backward(dout, mask)), explain=new_mask):
+        touch(own)
     _, ce = fwd(r, "dropout_forward", xs, ps, np.random.default_rng(6), train=False)
     dx_e = as_array(r, "dx (train=False)", bwd(r, "dropout_backward", dout, ce), xs.shape)
     # each case and mutant through its own forward pass at evaluation (its cache: None, or what it keeps)

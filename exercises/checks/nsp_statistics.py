@@ -63,7 +63,7 @@ class Problems:
             self.add("flip", cases.FLIPPED.hint, self.n_own_next)
 
 
-def _paired(module, docs, jobs):
+def paired(module, docs, jobs):
     """``module``'s make_nsp_example on each (d, s, seed, max_len): ids, types and label, for each call.
     Each call gets its own copy of the documents: a slip that pops from them in place must not change
     the check's."""
@@ -86,7 +86,7 @@ def check_pairs(r: Report, run: Pairer, rng, docs, owner) -> None:
     for (d, s, _, _), (ids, types, label) in zip(jobs, run.each(docs, jobs)):
         problems.example(docs, owner, d, s, ids, types, label)
         got.append([*ids, *types, label])
-    replay(r, cases.TABLE, got, lambda m, k: _paired(m, docs, jobs[:k]))
+    replay(r, cases.TABLE, got, lambda m, k: paired(m, docs, jobs[:k]))
     problems.own_document()
     # the layout and the labels first: when they are wrong, nothing after them can be read
     for key, what, verdict in [("layout", "[CLS] A [SEP] B [SEP] layout and token_type_ids", r.require),
