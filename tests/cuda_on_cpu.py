@@ -177,7 +177,7 @@ extern "C" int minibert_launch(void** args, long long grid, int block) {
     fibers.resize(block);
     ucontext_t model;
     getcontext(&model);
-    for (int t = 0; t < block; ++t) {           // each fiber made once a launch: one system call
+    for (int t = 0; t < block; ++t) {           // each fiber made once a launch, from one getcontext
         Fiber& f = fibers[t];
         f.stack.resize(1 << 17);
         f.ctx = model;

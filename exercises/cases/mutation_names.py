@@ -68,9 +68,9 @@ class Names:
                        f"its input, so {code(f)} is applied twice")
         value = getattr(stmt, "value", None)
         twice = [a for a in dict.fromkeys(n.id for n in loads) if sum(n.id == a for n in loads) > 1]
-        for a in twice:                          # the wrong setting (or value) all through the line
+        for a in twice if value is not None else ():   # the wrong setting (or value) all through the line
             for other, v in pool.items():
-                if other != a and value is not None:
+                if other != a:
                     yield (value, lambda n, a=a, o=other, v=v: _Rename(a, o, v).visit(n),
                            f"{where}: {_named(other, v)} used instead of {a} throughout {code(value)}")
         yield from _swaps(stmt, where, set(self.args) | set(self.all))

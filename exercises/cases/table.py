@@ -263,6 +263,7 @@ def _equal(a, b) -> bool:
 
 LATER = "the hand-written cases end here"       # in ``known``: the mutants follow
 PASSED: list = []     # (table, compute, of) of each comparison the student passed in the check running now
+MOST = 3                                           # hints named at most, of mutants that give the same value
 
 
 class Known:
@@ -277,7 +278,6 @@ class Known:
     def passed(self) -> None:
         """The student's result was right here: a mutant that is not clears no later diagnosis."""
         PASSED.append((self.table, self.compute, self.of))
-MOST = 3                                           # hints named at most, of mutants that give the same value
 
 
 def joined(hints: list) -> str:

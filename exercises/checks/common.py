@@ -60,14 +60,19 @@ REPLAYED = 60        # calls replayed on every case: few enough to take well und
 
 
 def replay(r: Report, table, got: list, run) -> None:
-    """Diagnose a random rule by replaying it with the check's own inputs and seeds.
+    """Diagnose a random rule by replaying it with the check's own inputs and seeds (``replayer``):
+    its diagnosis is that of every failure after this (``Report.replay``)."""
+    r.replay = replayer(table, got, run)
+
+
+def replayer(table, got: list, run):
+    """A function of no arguments giving the hint of the slip whose results the student's reproduce, or None.
 
     ``got``: the student's results, a flat vector per call; ``run(module, k)``: a module's on the
     first k calls; results are compared by their digests (exact, and small to record).  The cases
     and mutants that give exactly the student's results on the first ``REPLAYED`` calls are run on
-    all of them, and those that still agree are the diagnosis of every failure after this
-    (``Report.replay``): the same draws only when the student draws as the solution does, so when
-    not, nothing matches and the check's own hints stay.
+    all of them, and those that still agree are the diagnosis: the same draws only when the student
+    draws as the solution does, so when not, nothing matches and the check's own hints stay.
     """
     few, every = _digest(got[:REPLAYED]), _digest(got)
 
@@ -75,7 +80,7 @@ def replay(r: Report, table, got: list, run) -> None:
         return lambda m: _digest(run(m, k))
     touch(table.known(on(REPLAYED)))               # the student copy's recording, of both
     touch(table.known(on(len(got))))
-    r.replay = lambda: _replayed(table, few, every, on(REPLAYED), on(len(got)))
+    return lambda: _replayed(table, few, every, on(REPLAYED), on(len(got)))
 
 
 def _replayed(table, few, every, first, all_calls):

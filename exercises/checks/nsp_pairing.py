@@ -10,7 +10,7 @@ import numpy as np
 from ..cases import nsp_pairing as cases
 from ..report import Report
 from .nsp_runner import Pairer, documents, is_run, parse
-from .common import replay
+from .common import replayer
 from .nsp_statistics import check_pairs, paired
 
 
@@ -82,9 +82,7 @@ def _check_truncation(r: Report, run: Pairer) -> None:
     # the truncation replayed (the pairs above are too short to be cut), for this line alone: a slip in how
     # many tokens stay is named by the slip that gives the same pairs; which segment loses them, by the
     # hand-written hint (a mutant giving the same pairs may say it in code, not in words)
-    pending = r.replay
-    replay(r, cases.TABLE, got[:TRUNCATION_REPLAYED], lambda m, k: paired(m, long_docs, jobs[:k]))
-    truncation, r.replay = r.replay, pending
+    truncation = replayer(cases.TABLE, got[:TRUNCATION_REPLAYED], lambda m, k: paired(m, long_docs, jobs[:k]))
     if trunc_bad is not None and trunc_bad != cases.KEEP_ONE.hint:
         trunc_bad = truncation() or trunc_bad
     r.expect(trunc_bad is None, "long pairs are truncated to max_len, from the longer segment", trunc_bad)
