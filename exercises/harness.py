@@ -111,12 +111,36 @@ def relation(got, want, name: str = "the result") -> str | None:
     rows_got, rows_want = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
     active = np.flatnonzero((rows_want != 0).any(axis=1) | (rows_got != 0).any(axis=1))
     wrong = active[np.abs(rows_got - rows_want)[active].max(axis=1) > 1e-6 * np.abs(rows_want).max()]
+    scaled = _row_factors(rows_got, rows_want, wrong, len(active), name)
+    if scaled is not None:
+        return scaled
     if 0 < len(wrong) <= len(active) // 2:
         shown = ", ".join(str(i) for i in wrong[:6]) + (", ..." if len(wrong) > 6 else "")
         return (f"right in {len(active) - len(wrong)} of the {len(active)} rows that are not zero (the last axis's "
                 f"vectors, in order) and wrong in row{'s' if len(wrong) > 1 else ''} {shown}: ask what those rows "
                 "have in common (a repeated id, a padding position, a masked or ignored label)")
     return None
+
+
+def _row_factors(rows_got, rows_want, wrong, n_active: int, name: str) -> str | None:
+    """The rows ``wrong`` each the right row times a factor of its own, in words; else None."""
+    factors = []
+    for i in wrong:
+        g, w = rows_got[i], rows_want[i]
+        c = float(g @ w / (w @ w)) if w.any() else 0.0
+        if c == 0 or max_rel_error(g, c * w) > 1e-6:
+            return None
+        factors.append(c)
+    if not factors or len(factors) > 8:
+        return None
+    right = f"{name}: right in {n_active - len(wrong)} of the {n_active} rows that are not zero (the last axis's vectors)"
+    ks = [1 / c for c in factors]
+    if all(k > 1.5 and abs(k - round(k)) < 1e-6 for k in ks):
+        by = ", ".join(f"row {i} by {round(k)}" for i, k in zip(wrong, ks))
+        return (f"{right}; each of the others is the right one divided by a whole number ({by}): a sum averaged, "
+                "each row divided by how many terms it adds (how often its id occurs, say) where they add up")
+    times = ", ".join(f"row {i} {c:.3g} times" for i, c in zip(wrong, factors))
+    return f"{right}; each of the others is the right one times a factor of its own ({times})"
 
 
 def _factor(c: float, shape) -> str:

@@ -75,6 +75,7 @@ class Names:
                            f"{where}: {_named(other, v)} used instead of {a} throughout {code(value)}")
         yield from _swaps(stmt, where, set(self.args) | set(self.all))
         yield from _unpacking(stmt)
+        yield from _enumerated(stmt, where)
 
     def cache_slips(self):
         """In a forward pass, each name put into the cache replaced by another of the function's."""
@@ -178,6 +179,28 @@ def _unpacking(stmt):
             yield (stmt, lambda n, a=a, b=b: ast.Assign([_Swap(a, b, ast.Store).visit(copy.deepcopy(n.targets[0]))],
                                                        n.value),
                    f"{a} and {b} swapped in the unpacking {code(stmt.targets[0], 40)} = ...")
+
+
+def _enumerated(stmt, where):
+    """In ``[... for i, t in enumerate(xs) if ...]``, one use of the index i where the item t belongs, or
+    the reverse: the position tested (or kept) instead of what is at it."""
+    value = getattr(stmt, "value", None)
+    for comp in (c for c in ast.walk(value) if isinstance(c, ast.comprehension)) if value is not None else ():
+        target, it = comp.target, comp.iter
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name)
+                for e in target.elts) and isinstance(it, ast.Call) and getattr(it.func, "id", "") == "enumerate"):
+            continue
+        index, item = (e.id for e in target.elts)
+        seq = code(it.args[0], 30)
+        words = {index: f"the position {index} where the value at it, {seq}[{index}] ({item}), belongs",
+                 item: f"the value {item} ({seq}[{index}]) where its position {index} belongs"}
+        parent = next(n for n in ast.walk(value) if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp,
+                                                                     ast.DictComp)) and comp in n.generators)
+        for part in [getattr(parent, "elt", None), *comp.ifs]:
+            for node in (n for n in ast.walk(part) if isinstance(n, ast.Name)) if part is not None else ():
+                for a, b in ((index, item), (item, index)):
+                    if node.id == b and isinstance(node.ctx, ast.Load):
+                        yield (node, lambda n, a=a: ast.Name(a, ast.Load()), f"{where}: {words[a]} in {code(part)}")
 
 
 def _commuting(expr, a, b) -> bool:

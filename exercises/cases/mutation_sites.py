@@ -20,9 +20,10 @@ BUILTIN_SWAP = {"all": "any", "any": "all", "max": "min", "min": "max"}
 FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
 TURN = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
-# a constant where another convention's belongs: {the right value: ((the other, whose it is), ...)}
-CONVENTIONS = {1e-12: ((1e-5, "PyTorch's nn.LayerNorm default"),), -100: ((-1, "the old -1 convention"),),
-               1e-6: ((1e-8, "PyTorch's Adam default"),)}
+# a constant where another convention's belongs: {the right value: (what it is, ((the other, whose it is), ...))}
+CONVENTIONS = {1e-12: ("BERT's LayerNorm epsilon", ((1e-5, "PyTorch's nn.LayerNorm default"),)),
+               -100: ("the ignore_index of PyTorch's cross-entropy", ((-1, "the old -1 convention"),)),
+               1e-6: ("BERT's AdamW epsilon", ((1e-8, "PyTorch's Adam default"),))}
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
         ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is",
         ast.IsNot: "is not"}
@@ -121,6 +122,8 @@ def _expr_sites(node):
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
         what = "the minus sign" if isinstance(node.op, ast.USub) else "the not"
         yield lambda n: n.operand, f"{what} of {code(node)} left out"
+        if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            yield from _conventions(-node.operand.value)
     elif isinstance(node, ast.Compare) and len(node.ops) == 1:
         yield from _compare(node)
     elif isinstance(node, ast.BoolOp):
@@ -218,6 +221,11 @@ def _call(node):
         yield from _axis(node, text)
     if name == "copy" and isinstance(node.func, ast.Attribute) and not node.args:
         yield (lambda n: n.func.value, f"{text} without the copy: the caller's array is changed in place")
+    if name == "choice" and node.args and isinstance(node.args[0], ast.Name):   # choice(n) draws from range(n)
+        x = node.args[0].id
+        yield (lambda n: ast.Call(n.func, [ast.Call(ast.Name("len", ast.Load()), n.args[:1], []), *n.args[1:]],
+                                  n.keywords),
+               f"the indices 0 .. len({x}) - 1 where the entries of {x} belong in {text}")
     if name in ("range", "integers"):
         for i, arg in enumerate(node.args[:2]):
             for d in (1, -1):
@@ -263,10 +271,16 @@ def _subscript(node):
                "not each row with its own")
 
 
+def _conventions(value):
+    """Another convention's constant where ``value`` belongs (``-100`` is a minus sign and a constant)."""
+    meaning, others = CONVENTIONS.get(value, ("", ()))
+    for other, whose in others:
+        yield lambda n, o=other: ast.Constant(o), f"{other!r} ({whose}) where {value!r} ({meaning}) belongs"
+
+
 def _constant(node):
     value = node.value
-    for other, whose in CONVENTIONS.get(value, ()):
-        yield lambda n, o=other: ast.Constant(o), f"{other!r} ({whose}) where {value!r} belongs"
+    yield from _conventions(value)
     if type(value) is float and 0 < value < 1 and value != 0.5:
         yield lambda n: ast.Constant(round(1 - value, 12)), f"{round(1 - value, 12)!r} where {value!r} belongs"
     if type(value) is int and not isinstance(value, bool) and value in (1, 2, 3):

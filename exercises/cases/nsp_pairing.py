@@ -39,18 +39,20 @@ def _truncate(rng, a, b, max_len, shorter, either_end):
 
 
 def _nsp(flip=False, draw="shifted", truncate=True, is_next_prob=0.5, copy=True, alternate=False, shorter=None,
-         either_end=False):
+         either_end=False, last=1):
     """make_nsp_example with one usual mistake, or (draw="reject", either_end) written as google-research/bert does.
 
     shorter: "pop" pops the shorter segment (until it is empty), "keep1" pops the
-    shorter one but never its last token.
+    shorter one but never its last token; last: how many sentences at the end of a
+    document are taken to have no next one.
     """
     def make_nsp_example(documents, doc_index, sent_index, rng, *, cls_id, sep_id, max_len):
         document = documents[doc_index]
         own = list if copy else (lambda sentence: sentence)
         a = own(document[sent_index])
-        coin = (doc_index + sent_index) % 2 == 1 if alternate else rng.random() < is_next_prob
-        if sent_index + 1 < len(document) and coin:
+        # the coin is drawn only when A has a next sentence, as the solution does
+        if sent_index + last < len(document) and ((doc_index + sent_index) % 2 == 1 if alternate
+                                                  else rng.random() < is_next_prob):
             b, label = own(document[sent_index + 1]), 0
         else:
             doc = documents[_other_document(rng, documents, doc_index, draw)]
@@ -80,6 +82,13 @@ NO_SHIFT = case("other document drawn without the shift", SAME_DOC, draw="no_shi
 NO_TRUNCATION = case("no truncation", "the input must have min(len(A) + len(B) + 3, max_len) tokens ([CLS] and two "
                                       "[SEP] take 3, so A and B together keep at most max_len - 3): got {n} with "
                                       "max_len={max_len}", truncate=False)
+NEVER_NOT_NEXT = case("the coin never says NotNext",
+                      "every A that has a next sentence got IsNext: the coin never came up NotNext. rng.integers(low, "
+                      "high) never returns high: rng.integers(0, 2) gives 0 or 1 (or draw rng.random() < 0.5)",
+                      is_next_prob=1.0)
+SECOND_TO_LAST = case("the second-to-last sentence taken for the last",
+                      "A = the second-to-last sentence of a document never got IsNext, though the last sentence "
+                      "follows it: A has a next sentence when sent_index + 1 < len(document)", last=2)
 RARE_IS_NEXT = case("IsNext too rare", "B is the true next sentence with probability 0.5", is_next_prob=0.15)
 NO_COPY = case("truncation shortens the caller's sentences",
                "copy the sentences (list(...)) before truncating them: pop() on documents[d][s] itself shortens the "

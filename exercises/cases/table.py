@@ -117,15 +117,16 @@ class Table:
         return SimpleNamespace(**self.right)
 
     # ------------------------------------------------------------------ what the cases give
-    def each(self, compute, of=None, mutants=False, only=None):
+    def each(self, compute, of=None, mutants=False, only=None, same=None):
         """An ``Outcome`` for each case, in order: what ``compute(case.module)`` gives.
 
         ``of``: a function name, to see only the cases that change it (a
         gradient check looks for the backward pass's mistakes, not for what a
         wrong forward would give); ``mutants``: the mutants too, after the
         hand-written cases; ``only``: a set of case names, the others not
-        computed (nor given).  Lazy where the code runs, so that the cases run
-        only when a check fails and looks for the reason.
+        computed (nor given); ``same(value, right)``: when a case's value is the
+        right one's (a statistic, say), in place of "within SAME".  Lazy where the
+        code runs, so that the cases run only when a check fails and looks for the reason.
         """
         if self.recorded is not None:              # a student copy: what was recorded, or nothing
             try:
@@ -133,14 +134,14 @@ class Table:
             except Unkeyable:
                 rows = ()
         elif _RECORDING is not None:
-            rows = _RECORDING.rows(self, compute)
+            rows = _RECORDING.rows(self, compute, same)
         else:
-            rows = self._rows(compute, of, mutants, only)
+            rows = self._rows(compute, of, mutants, only, same)
         for case, (value, raised, like_right) in zip(self.every, rows):
             if (of is None or of in case.wrong) and (mutants or not case.mutant) and (only is None or case.name in only):
                 yield Outcome(case, value, raised, like_right)
 
-    def _rows(self, compute, of=None, mutants=True, only=None):
+    def _rows(self, compute, of=None, mutants=True, only=None, same=None):
         """(value, raised, like_right) for each case, computed now, one by one; a case that does not
         change function ``of``, or a mutant when ``mutants`` is false, is not computed (``each`` leaves
         it out)."""
@@ -158,6 +159,8 @@ class Table:
             want = right[case.mutant]
             if want is _FAILED:
                 return False
+            if same is not None:
+                return same(value, want)
             try:
                 value, want = np.asarray(value, dtype=np.float64), np.asarray(want, dtype=np.float64)
             except (TypeError, ValueError):       # not numbers (a list of strings): the same, or not
@@ -301,15 +304,15 @@ class Recording:
         self.entries: dict = {}          # {exercise: {key: rows}}
         self.unkeyable: list = []
 
-    def rows(self, table: Table, compute):
+    def rows(self, table: Table, compute, same=None):
         try:
             k = key(table.exercise, compute)
         except Unkeyable as exc:
             self.unkeyable.append(f"{table.exercise}: {exc}")
-            return list(table._rows(compute))
+            return list(table._rows(compute, same=same))
         found = self.entries.setdefault(table.exercise, {})
         if k not in found:
-            found[k] = list(table._rows(compute))
+            found[k] = list(table._rows(compute, same=same))
         return found[k]
 
 

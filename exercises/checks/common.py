@@ -57,22 +57,27 @@ def near(values, target, rtol=1e-9) -> bool:
 
 
 REPLAYED = 60        # calls replayed on every case: few enough to take well under a second
+SPREAD_FIRST = 100   # of the calls under many seeds, those each case's spread is first compared on
 
 
-def replay(r: Report, table, got: list, run) -> None:
+def replay(r: Report, table, got: list, run, many=None) -> None:
     """Diagnose a random rule by replaying it with the check's own inputs and seeds (``replayer``):
     its diagnosis is that of every failure after this (``Report.replay``)."""
-    r.replay = replayer(table, got, run)
+    r.replay = replayer(table, got, run, many)
 
 
-def replayer(table, got: list, run):
+def replayer(table, got: list, run, many=None):
     """A function of no arguments giving the hint of the slip whose results the student's reproduce, or None.
 
     ``got``: the student's results, a flat vector per call; ``run(module, k)``: a module's on the
     first k calls; results are compared by their digests (exact, and small to record).  The cases
     and mutants that give exactly the student's results on the first ``REPLAYED`` calls are run on
     all of them, and those that still agree are the diagnosis: the same draws only when the student
-    draws as the solution does, so when not, nothing matches and the check's own hints stay.
+    draws as the solution does.  When not, and ``many`` is given (the student's results of many
+    calls on one input, each with its own seed; ``run(module, k)``: a module's on the first k), the
+    diagnosis is the slips whose ``spread`` over those calls is the student's, by ``alike``: what
+    each entry holds how often, whatever the order of the draws.  Else nothing matches and the
+    check's own hints stay.
     """
     few, every = _digest(got[:REPLAYED]), _digest(got)
 
@@ -80,7 +85,17 @@ def replayer(table, got: list, run):
         return lambda m: _digest(run(m, k))
     touch(table.known(on(REPLAYED)))               # the student copy's recording, of both
     touch(table.known(on(len(got))))
-    return lambda: _replayed(table, few, every, on(REPLAYED), on(len(got)))
+    if many is None:
+        return lambda: _replayed(table, few, every, on(REPLAYED), on(len(got)))
+    mine = (spread(many[0][:SPREAD_FIRST]), spread(many[0]))
+
+    def spread_of(k):
+        return lambda m: spread(many[1](m, k))
+    firsts, alls = spread_of(SPREAD_FIRST), spread_of(len(many[0]))
+    touch(table.each(firsts, mutants=True, same=alike))
+    touch(table.each(alls, mutants=True, same=alike))
+    return lambda: (_replayed(table, few, every, on(REPLAYED), on(len(got)))
+                    or _alike(table, mine, firsts, alls))
 
 
 def _replayed(table, few, every, first, all_calls):
@@ -90,8 +105,67 @@ def _replayed(table, few, every, first, all_calls):
         return None
     found = [o.case for o in table.each(all_calls, mutants=True, only=names)
              if o.raised is None and _equal(o.value, every)]
+    return _hint(found)
+
+
+def _alike(table, mine, firsts, alls):
+    """The slips whose spread is the student's: on the first ``SPREAD_FIRST`` calls, then on all."""
+    names = {o.case.name for o in table.each(firsts, mutants=True, same=alike)
+             if o.raised is None and alike(o.value, mine[0])}
+    return _hint([o.case for o in table.each(alls, mutants=True, same=alike, only=names)
+                  if o.raised is None and not o.like_right and alike(o.value, mine[1])] if names else [])
+
+
+def _hint(found):
     hand = [c for c in found if not c.mutant]
-    return hand[0].hint if hand else (joined([c.hint for c in found]) if found else None)
+    return hand[0].hint if hand else (joined(list(dict.fromkeys(c.hint for c in found))) if found else None)
+
+
+TOP = 2             # a spread keeps each entry's TOP commonest values and their counts, the rest counted together
+
+
+def spread(results) -> np.ndarray:
+    """What many calls (with their own seeds) on one input give, entry by entry, whatever the draws:
+    for each entry of the calls' flat results (of one length), its TOP commonest values, their counts
+    and the count of all the others: (entries, 2 TOP + 1)."""
+    a = np.asarray([np.asarray(res, dtype=np.float64).ravel() for res in results])
+    out = np.zeros((a.shape[1], 2 * TOP + 1))
+    for j, column in enumerate(a.T):
+        values, counts = np.unique(column, return_counts=True)
+        top = np.lexsort((values, -counts))[:TOP]
+        out[j, :len(top)], out[j, TOP:TOP + len(top)] = values[top], counts[top]
+        out[j, 2 * TOP] = len(column) - counts[top].sum()
+    return out
+
+
+def alike(a, b, z=4.5) -> bool:
+    """Could the spreads a and b come from the same rule?  Each value that is among the commonest of an
+    entry in either must be as common in both, within z standard errors of the difference of two
+    shares (a value not among the other's commonest was seen there at most as often as its last kept)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2 or a.shape[1] != 2 * TOP + 1:
+        return False
+    for ra, rb in zip(a, b):
+        na, nb = ra[TOP:].sum(), rb[TOP:].sum()
+        if not (na and nb):
+            return False
+        for v in {float(x) for row in (ra, rb) for x, c in zip(row[:TOP], row[TOP:2 * TOP]) if c}:
+            (lo_a, hi_a), (lo_b, hi_b) = _seen(ra, v), _seen(rb, v)
+            gap = max(lo_a / na - hi_b / nb, lo_b / nb - hi_a / na)
+            p = (lo_a + hi_a + lo_b + hi_b) / (2 * (na + nb))
+            if gap > z * np.sqrt(p * (1 - p) * (1 / na + 1 / nb)) + 1 / min(na, nb):
+                return False
+    return True
+
+
+def _seen(row, v):
+    """(least, most) times the value v was seen in the entry of a spread ``row``."""
+    counts = row[TOP:2 * TOP]
+    for x, c in zip(row[:TOP], counts):
+        if c and x == v:
+            return c, c
+    kept = counts[counts > 0]
+    return 0.0, (min(row[2 * TOP], kept.min()) if len(kept) == TOP else 0.0)
 
 
 def _digest(parts) -> np.ndarray:

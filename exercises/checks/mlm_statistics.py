@@ -11,6 +11,7 @@ from .mlm_runner import MASK, PAD, SEP, CLS, SPECIAL, UNK, V, Masker, expected_p
 
 N_SEQ = 600
 # (21 tokens: round gives 3 predictions, ceil 4; 12 tokens: round 2, floor 1)
+SMALL_V = 40       # the vocabulary of the sequence run under many seeds
 LENGTHS = [(4, 5), (8, 10), (18, 19), (30, 31), (48, 49), (60, 61)]
 
 
@@ -110,20 +111,28 @@ def check_statistics(r: Report, run: Masker, rng) -> None:
     for ids, (masked, labels) in zip(sequences, run.each([(s, seed, {}) for s, seed in jobs])):
         tally.add(ids, masked, labels)
         got.append(np.concatenate([masked, labels]))
-    replay(r, cases.TABLE, got, lambda m, k: _masked(m, jobs[:k]))
+    # one sequence under 400 seeds: how often each position is chosen, and what it shows, whatever the draws
+    # (a small vocabulary: the slips are run on these calls too)
+    one = [CLS] + rng.integers(len(SPECIAL), SMALL_V, 18).tolist() + [SEP] + \
+        rng.integers(len(SPECIAL), SMALL_V, 19).tolist() + [SEP]
+    small = {"vocab_size": SMALL_V}
+    spread_jobs = [(one, 5000 + i) for i in range(400)]
+    spread = [np.concatenate(res) for res in run.each([(s, seed, small) for s, seed in spread_jobs])]
+    replay(r, cases.TABLE, got, lambda m, k: _masked(m, jobs[:k]),
+           many=(spread, lambda m, k: _masked(m, spread_jobs[:k], SMALL_V)))
     _rules(r, tally)
     _fates(r, tally)
-    _uniform(r, run, rng, tally)
+    _uniform(r, one, spread, tally)
     _original_included(r, run, rng)
 
 
-def _masked(module, jobs):
+def _masked(module, jobs, vocab_size=V):
     """``module``'s mask_tokens on each (ids, seed) with the check's arguments: masked then labels,
     for each call."""
     out = []
     for ids, seed in jobs:
-        masked, labels = module.mask_tokens(list(ids), np.random.default_rng(seed), vocab_size=V, mask_id=MASK,
-                                            special_ids=list(SPECIAL))
+        masked, labels = module.mask_tokens(list(ids), np.random.default_rng(seed), vocab_size=vocab_size,
+                                            mask_id=MASK, special_ids=list(SPECIAL))
         out.append(np.concatenate([np.asarray(masked, dtype=np.float64), np.asarray(labels, dtype=np.float64)]))
     return out
 
@@ -166,12 +175,12 @@ def _fates(r: Report, tally: Tally) -> None:
         r.expect(abs(share - t) < tol, f"{what:>9s}: {share:.3f} of the predicted positions (BERT: {t:.1f})", hint)
 
 
-def _uniform(r: Report, run: Masker, rng, tally: Tally) -> None:
-    """Uniform choice of positions; random replacements spread over the vocabulary."""
-    ids = pair_sequence(rng, 18, 19)
+def _uniform(r: Report, ids, spread, tally: Tally) -> None:
+    """Uniform choice of positions (``spread``: masked then labels, on ``ids`` under 400 seeds); random
+    replacements spread over the vocabulary."""
     hits = np.zeros(len(ids))
-    for _, labels in run.each([(ids, 5000 + i, {}) for i in range(400)]):
-        hits += labels != -100
+    for res in spread:
+        hits += res[len(ids):] != -100
     cand = hits[~np.isin(ids, SPECIAL)]
     # chi-square test of "every candidate equally likely", failing only at p < 1e-6
     from scipy.special import chdtri          # chdtri(df, p): the chi-square quantile of 1 - p
