@@ -129,6 +129,15 @@ def test_a_wrong_value_no_usual_mistake_explains_is_described_by_its_relation_to
     assert "right in 11 of the 12 rows" in relation(rows, want) and "row 1:" in relation(rows, want)
     assert relation(want + rng.standard_normal(want.shape), want) is None
     assert relation(want[0], want) is None and relation(want, np.zeros_like(want)) is None
+    averaged = want.copy()                       # rows each divided by a count of their own: a sum averaged
+    averaged[0, 0] /= 3
+    averaged[2, 1] /= 2
+    text = relation(averaged, want, "dW")
+    assert text.startswith("dW: right in 10 of the 12 rows") and "row 0 by 3, row 7 by 2" in text, text
+    assert "averaged" in text
+    scaled = want.copy()
+    scaled[1, 2] *= 1.7
+    assert "row 5 1.7 times" in relation(scaled, want)
 
 
 def test_a_table_passes_its_own_checker():

@@ -134,3 +134,55 @@ def test_a_mutant_every_passed_comparison_rules_out_is_named_when_no_other_match
     assert "the cache holds x instead of xhat" in hint, hint
     replayed("layernorm")
     assert first_fail(run_check("layernorm", module).render())[1] == hint
+
+
+# Answers that draw their random numbers otherwise than the solution, so that no slip replays them exactly:
+# named by the spread of their results over many seeds (common.alike), in the student copy too.
+SPREAD_NAMED = {"mlm_masking/special_test_on_position": "the position i where the value at it, ids[i] (t), belongs",
+                "mlm_masking/unpredicted_label_minus_one": "-1 (the old -1 convention) where -100"}
+
+
+@pytest.mark.parametrize("answer", list(SPREAD_NAMED))
+def test_a_random_rule_drawn_otherwise_is_named_by_the_spread_of_its_results(answer, replayed):
+    name = answer.split("/")[0]
+    module = _load(HOLDOUT / f"{answer}.py")
+    _, hint = first_fail(run_check(name, module).render())
+    assert SPREAD_NAMED[answer] in hint, hint
+    replayed(name)
+    assert first_fail(run_check(name, module).render())[1] == hint
+
+
+def test_spreads_agree_whatever_the_order_of_the_draws_and_differ_with_the_rule():
+    """Two rules that draw the same things in another order have alike spreads; a share that moves from 0.5 to
+    0.2 does not (at 400 calls a share is told apart only when it moves by more than about 0.15), nor a value
+    that one never gives; values too rare to keep are counted together."""
+    from exercises.checks.common import alike, spread
+
+    def rule(seed, p=0.5, first_coin=True, never=None):
+        rng = np.random.default_rng(seed)
+        coin, token = (rng.random() < p, rng.integers(0, 1000)) if first_coin else \
+            reversed((rng.integers(0, 1000), rng.random() < p))
+        kind = int(rng.integers(0, 3))
+        return [float(coin), float(token), -1.0 if kind == never else float(kind)]
+
+    a = spread([rule(s) for s in range(400)])
+    assert a.shape == (3, 7) and a[:, 3:].sum(axis=1).tolist() == [400, 400, 400]
+    assert alike(a, spread([rule(s, first_coin=False) for s in range(1000, 1400)]))
+    assert not alike(a, spread([rule(s, p=0.2) for s in range(400)]))
+    assert not alike(a, spread([rule(s, never=2) for s in range(400)]))
+    assert not alike(a, a[:2])
+
+
+def test_new_kinds_of_mutant_name_the_slip_in_the_solution_s_words():
+    """The position of enumerate where the value at it belongs, choice(len(x)) for choice(x), another
+    convention's negative constant, and a backward step taken after the next one instead of before it."""
+    hints = {name: [c.hint for c in TABLES[name].mutants] for name in ("mlm_masking", "dropout")}
+    assert any("the position i where the value at it, ids[i] (t), belongs in t not in special" in h
+               for h in hints["mlm_masking"])
+    assert any("the indices 0 .. len(candidates) - 1 where the entries of candidates belong" in h
+               for h in hints["mlm_masking"])
+    assert any("-1 (the old -1 convention) where -100 (the ignore_index of PyTorch's cross-entropy) belongs" in h
+               for h in hints["mlm_masking"])
+    module = _load(HOLDOUT / "dropout" / "attention_mask_applied_after_softmax_backward.py")
+    _, hint = first_fail(run_check("dropout", module).render())
+    assert "dropout_backward() applied to dscores after" in hint and "the two steps in the wrong order" in hint, hint

@@ -9,6 +9,7 @@ missing".
 from __future__ import annotations
 
 import ast
+import copy
 
 from .mutation_names import Names, code, statements
 
@@ -44,6 +45,31 @@ def sites(fdef: ast.FunctionDef, outputs=None):
         names.bind(stmt)
     if fdef.name.endswith("_forward"):
         yield from names.cache_slips()
+    if names.backward:
+        yield from _steps_turned(fdef.body)
+
+
+def _steps_turned(body):
+    """``a = g_backward(e, ...)`` then ``b = F(a)``: g's step taken after F's, ``a = e; b = g_backward(F(a), ...)``."""
+    for first, then in zip(body, body[1:]):
+        if not (_assigns_name(first) and _assigns_name(then) and isinstance(first.value, ast.Call)
+                and first.value.args and getattr(first.value.func, "id", "").endswith("_backward")):
+            continue
+        a, b, call = first.targets[0].id, then.targets[0].id, first.value
+        if not any(isinstance(n, ast.Name) and n.id == a for n in ast.walk(then.value)):
+            continue
+
+        def make(n, a=a, call=call):
+            moved = ast.Call(copy.deepcopy(call.func), [n.value, *copy.deepcopy(call.args[1:])],
+                             copy.deepcopy(call.keywords))
+            return ast.If(ast.Constant(True), [ast.Assign([ast.Name(a, ast.Store())], copy.deepcopy(call.args[0])),
+                                               ast.Assign(n.targets, moved)], [])
+        yield (then, make, f"{call.func.id}() applied to {b} after {code(then.value, 40)}, where it belongs to {a} "
+                           f"before it: the two steps in the wrong order")
+
+
+def _assigns_name(stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
 
 
 def _where(stmt) -> str:
