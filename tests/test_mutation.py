@@ -175,7 +175,8 @@ def test_spreads_agree_whatever_the_order_of_the_draws_and_differ_with_the_rule(
 
 def test_new_kinds_of_mutant_name_the_slip_in_the_solution_s_words():
     """The position of enumerate where the value at it belongs, choice(len(x)) for choice(x), another
-    convention's negative constant, and a backward step taken after the next one instead of before it."""
+    convention's negative constant, an input of an update rule used for another (never a setting for an
+    input), and a backward step taken after the next one instead of before it."""
     hints = {name: [c.hint for c in TABLES[name].mutants] for name in ("mlm_masking", "dropout")}
     assert any("the position i where the value at it, ids[i] (t), belongs in t not in special" in h
                for h in hints["mlm_masking"])
@@ -183,6 +184,10 @@ def test_new_kinds_of_mutant_name_the_slip_in_the_solution_s_words():
                for h in hints["mlm_masking"])
     assert any("-1 (the old -1 convention) where -100 (the ignore_index of PyTorch's cross-entropy) belongs" in h
                for h in hints["mlm_masking"])
+    adamw = [c.hint for c in TABLES["adamw"].mutants]
+    assert ("adamw_step, in v: m used instead of grad all through the line: as if the line were v = beta2 * v + "
+            "(1.0 - beta2) * m * m") in adamw              # an input for an input, the line as the slip writes it
+    assert not any("beta1 used instead of grad" in h or "grad used instead of beta1" in h for h in adamw)
     module = _load(HOLDOUT / "dropout" / "attention_mask_applied_after_softmax_backward.py")
     _, hint = first_fail(run_check("dropout", module).render())
     assert "dropout_backward() applied to dscores after" in hint and "the two steps in the wrong order" in hint, hint

@@ -35,7 +35,9 @@ class Names:
         self.args = [a.arg for a in fdef.args.args + fdef.args.kwonlyargs]
         self.unpacked, self.all = _bound(fdef)
         # a backward pass's inputs and cache entries, then each value once computed; elsewhere the settings
-        self.bound = [n for n in self.args + self.unpacked if n != "cache"] if self.backward else _settings(fdef)
+        self.settings = _settings(fdef)
+        self.bound = [n for n in self.args + self.unpacked if n != "cache"] if self.backward else \
+            self.settings + (_inputs(fdef) if not fdef.name.endswith("_forward") else [])
         self.later = _definitions(fdef) if self.backward else {}
 
     def pool(self, stmt) -> dict:
@@ -47,6 +49,11 @@ class Names:
                 out[name] = value
         return out
 
+    def alike(self, a, b) -> bool:
+        """May b be used for a?  In a backward pass any two values; elsewhere a setting for a setting, and
+        (but in a forward pass) an input for an input."""
+        return a != b and (self.backward or (a in self.settings) == (b in self.settings))
+
     def bind(self, stmt) -> None:
         if self.backward:
             self.bound += [n for n in _stored(stmt) if n not in self.bound and n != "cache"]
@@ -57,9 +64,10 @@ class Names:
         loads = [n for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in pool]
         for node in loads:
             for other, value in pool.items():
-                if other != node.id:
+                if self.alike(node.id, other):
                     yield (node, lambda n, o=other, v=value: _written(o, v),
-                           f"{where}: {_named(other, value)} used instead of {node.id}")
+                           f"{where}: {_named(other, value)} used instead of {node.id}"
+                           f"{_as_if(stmt, _Put(node, _written(other, value)))}")
         for node in nodes:                      # tanh applied again to what is already tanh(z)
             f = self.outputs.get(node.id) if isinstance(node, ast.Name) and self.backward else None
             if f is not None and isinstance(node.ctx, ast.Load):
@@ -70,9 +78,10 @@ class Names:
         twice = [a for a in dict.fromkeys(n.id for n in loads) if sum(n.id == a for n in loads) > 1]
         for a in twice if value is not None else ():   # the wrong setting (or value) all through the line
             for other, v in pool.items():
-                if other != a:
+                if self.alike(a, other):
                     yield (value, lambda n, a=a, o=other, v=v: _Rename(a, o, v).visit(n),
-                           f"{where}: {_named(other, v)} used instead of {a} throughout {code(value)}")
+                           f"{where}: {_named(other, v)} used instead of {a} all through the line"
+                           f"{_as_if(stmt, _Rename(a, other, v))}")
         yield from _swaps(stmt, where, set(self.args) | set(self.all))
         yield from _unpacking(stmt)
         yield from _enumerated(stmt, where)
@@ -142,6 +151,12 @@ def _settings(fdef) -> list:
     return list(dict.fromkeys(numbers))
 
 
+def _inputs(fdef) -> list:
+    """The positional arguments without a default: what a function computes from (one may be used for another)."""
+    a = fdef.args
+    return [arg.arg for arg in a.args[:len(a.args) - len(a.defaults)]]
+
+
 def _definitions(fdef) -> dict:
     """{name: its value} of each name a plain assignment binds once, at its first binding."""
     out = {}
@@ -167,7 +182,7 @@ def _swaps(stmt, where, local):
             if _commuting(stmt.value, a, b):
                 continue
             yield (stmt.value, lambda n, a=a, b=b: _Swap(a, b).visit(n),
-                   f"{where}: {a} and {b} swapped in {code(stmt.value)}")
+                   f"{where}: {a} and {b} swapped in {code(stmt.value)}{_as_if(stmt, _Swap(a, b))}")
 
 
 def _unpacking(stmt):
@@ -210,6 +225,42 @@ def _commuting(expr, a, b) -> bool:
         return False
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult))
                and {getattr(n.left, "id", None), getattr(n.right, "id", None)} == {a, b} for n in ast.walk(expr))
+
+
+def _as_if(stmt, change) -> str:
+    """The line ``stmt`` as the slip writes it (``change``: a transformer of its value), as the end of a hint."""
+    if getattr(stmt, "value", None) is None:
+        return ""
+    value = change.visit(copy.deepcopy(stmt.value)) if not isinstance(change, _Put) else change.on(stmt.value)
+    if value is None:                      # the node changed is not in the line's value
+        return ""
+    if isinstance(stmt, ast.Assign):
+        line = " = ".join(ast.unparse(t) for t in stmt.targets) + " = " + ast.unparse(value)
+    elif isinstance(stmt, ast.AugAssign):
+        line = ast.unparse(ast.AugAssign(stmt.target, stmt.op, value))
+    elif isinstance(stmt, ast.Return):
+        line = "return " + ast.unparse(value)
+    else:
+        return ""
+    return f": as if the line were {code(line, 90)}"
+
+
+class _Put(ast.NodeTransformer):
+    """``on(expr)``: a copy of ``expr`` with one of its nodes, ``node``, replaced by ``new``."""
+
+    def __init__(self, node, new):
+        self.node, self.new, self.target = node, new, None
+
+    def on(self, expr):
+        place = next((i for i, n in enumerate(ast.walk(expr)) if n is self.node), None)
+        if place is None:
+            return None
+        copied = copy.deepcopy(expr)
+        self.target = list(ast.walk(copied))[place]        # a copy walks in the same order
+        return self.visit(copied)
+
+    def visit(self, node):
+        return copy.deepcopy(self.new) if node is self.target else super().visit(node)
 
 
 class _Swap(ast.NodeTransformer):
