@@ -1,8 +1,10 @@
 """``python -m exercises grade SUBMISSIONS``: grade a class, every file in a worker process of its own.
 
 SUBMISSIONS holds one folder per student (NAME.py is looked for at any depth
-inside it, the shallowest first), or loose files named STUDENT_NAME.py (or
-STUDENT-NAME.py, as course sites export them), or both.  With ``--single``
+inside it, the shallowest first, and for an exercise without one, the
+notebooks in it: the functions its check cells pass, ``notebook_files.py``), or
+loose files named STUDENT_NAME.py (or STUDENT-NAME.py, as course sites export
+them), or both.  With ``--single``
 it is one student's folder, as Gradescope hands it over
 (/autograder/submission); ``submissions.py`` finds the files.  A missing,
 broken, hanging or hostile file costs its own row and nothing else: each
@@ -34,7 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import EXERCISES, QUESTIONS, file_of
-from .submissions import MAX_BYTES, Refused, find_submissions, read_below, shown
+from .submissions import MAX_BYTES, NotebookPiece, NotebookRefused, Refused, find_submissions, read_below, shown
 
 # what grade checks: the pieces and the graded questions (the capstone, whose file must hold its pieces too, is
 # checked with `check bert`)
@@ -57,12 +59,21 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
 
     row = {"student": student, "exercise": name, "file": shown(path or "")}
     if path is None:
-        return {**row, "verdict": "missing", "first_fail": f"no {file_of(name)}.py in the submission", "hint": "",
+        return {**row, "verdict": "missing", "first_fail": f"no {file_of(name)}.py in the submission, nor a notebook "
+                                                           f"whose cells check {name}", "hint": "",
                 "seconds": 0.0, "report": f"[MISSING] {name}: no {file_of(name)}.py in the submission"}
+    if isinstance(path, NotebookRefused):
+        return _not_checked(row, name, str(path), "not checked: open the notebook in Jupyter, mend it until "
+                                                  "Restart and run all runs its cells, and hand it in again")
     if isinstance(path, Refused):
         return _not_checked(row, name, str(path), f"not checked: submit your code as a plain file named {file_of(name)}.py")
-    data = None
-    if top is not None:
+    data, parts, made = None, None, None
+    if isinstance(path, NotebookPiece):     # NAME.py made from the notebook's cells, checked as a file
+        made = tempfile.TemporaryDirectory(prefix="minibert-notebook-")
+        data, parts = path.text.encode(), _parts(name, path.functions)
+        path = Path(made.name) / f"{file_of(name)}.py"
+        path.write_bytes(data)
+    elif top is not None:
         try:
             data = read_below(top, path, MAX_BYTES)
         except (OSError, ValueError) as exc:
@@ -71,16 +82,28 @@ def grade_one(student: str, name: str, path, timeout: float, memory_mb: float, c
     start = time.perf_counter()
     try:
         worker, _SPARE = (_SPARE or Worker(memory_mb, confine)), Worker(memory_mb, confine)
-        report = check_isolated(name, str(path), timeout, memory_mb, worker=worker, data=data)
+        report = check_isolated(name, str(path), timeout, memory_mb, worker=worker, data=data, parts=parts)
     except Exception as exc:      # a bug of the checker's: this row says so, the others go on
         return {**row, "verdict": "error", "first_fail": f"the checker failed: {type(exc).__name__}: {exc}",
                 "hint": "", "seconds": round(time.perf_counter() - start, 3), "report": ""}
+    finally:
+        if made is not None:
+            made.cleanup()
     first, hint = report.first_failure or ("", None)
     if report.status == "todo":
         first = next((line.strip()[6:] for line in report.lines if line.startswith("  TODO")), first)
     first = " ".join(first.split())          # one line: a student's message may hold line breaks
     return {**row, "verdict": report.status, "first_fail": first, "hint": hint or "",
-            "seconds": round(time.perf_counter() - start, 3), "report": report.render()}
+            "seconds": round(time.perf_counter() - start, 3),
+            "report": report.render() if made is None else report.render().replace(str(path), row["file"])}
+
+
+def _parts(name: str, functions) -> tuple | None:
+    """The functions a notebook's check cells pass, when they make whole parts of the exercise (a
+    notebook may check only some of its functions); None (every part) otherwise."""
+    from .checks import parts_for
+
+    return tuple(functions) if name in EXERCISES and parts_for(name, functions) else None
 
 
 def _not_checked(row: dict, name: str, why: str, hint: str) -> dict:
@@ -251,8 +274,11 @@ def run_grade(args, parser) -> int:
     if out.is_dir() and args.submissions.resolve() in out.parents and any(out.rglob("*.py")):
         parser.error(f"--out {args.out} lies in the submissions' folder and holds .py files: is it a "
                      "student's folder? Write the results elsewhere")
-    found = find_submissions(args.submissions, list(dict.fromkeys(map(file_of, names))), args.single, skip=out)
-    submissions = {student: {n: files[file_of(n)] for n in names} for student, files in found.items()}
+    found = find_submissions(args.submissions, list(dict.fromkeys(map(file_of, names))), args.single, skip=out,
+                             exercises=names)
+    # each exercise's file, or (a question without questions.py) the notebook that checks it
+    submissions = {student: {n: files.get(file_of(n)) or files.get(n) for n in names}
+                   for student, files in found.items()}
     if not submissions:
         parser.error(f"no submissions in {args.submissions}: one folder per student (alice/gelu.py), or "
                      "files named STUDENT_EXERCISE.py (alice_gelu.py)")

@@ -322,11 +322,13 @@ def default_timeout(name: str) -> float:
 
 def check_isolated(name: str, source: str = "stubs", timeout: float | None = None,
                    memory_mb: float = DEFAULT_MEMORY_MB, worker: Worker | None = None,
-                   confine: Confinement | None = None, data: bytes | None = None):
+                   confine: Confinement | None = None, data: bytes | None = None, parts=None):
     """Check exercise ``name`` with the student's code in a worker process; return the ``Report``.
 
     worker: one started in advance (``check all`` starts the next exercise's
     while it checks this one); it is closed here in any case.  data: the file's bytes (``grade``'s).
+    parts: the names of the functions to check (a notebook's): the exercise's parts that need no
+    other; every part by default.
     """
     from .checks import run_check
     from .report import Report
@@ -335,7 +337,7 @@ def check_isolated(name: str, source: str = "stubs", timeout: float | None = Non
     try:
         path = source_file(name, source)
         worker = worker or Worker(memory_mb, confine)
-        report = run_check(name, worker.load(name, path, timeout or default_timeout(name), data))
+        report = run_check(name, worker.load(name, path, timeout or default_timeout(name), data), parts)
     except LoadError as exc:
         report = Report(name)
         report.fail(str(exc), exc.hint)

@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+
+from . import file_of
 
 _SKIP = re.compile(r"^(\.|__pycache__$|__MACOSX$)")
 
@@ -24,17 +27,24 @@ class Refused(str):
     UTF-8, a file too large or not a plain file.  It stands in the place of the path."""
 
 
+class NotebookRefused(Refused):
+    """A notebook's exercise that is not checked, and why: the notebook is not one, or the cell that
+    defines the exercise's functions does not parse."""
+
+
 def shown(text) -> str:
     """A path or name as the outputs write it: bytes that are not UTF-8 as \\xNN escapes, not a crash."""
     return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def find_submissions(root: Path, names: list[str], single: bool = False, skip: Path | None = None) -> dict:
-    """{student: {exercise: the file to check, a ``Refused`` reason, or None}}, by student name.
+def find_submissions(root: Path, names: list[str], single: bool = False, skip: Path | None = None,
+                     exercises=()) -> dict:
+    """{student: {file name: the file to check, a ``Refused`` reason, or None}}, by student name; and
+    for each of ``exercises`` that a student's folder holds in a notebook only, {exercise: its piece}.
 
     skip: a folder left out (the grader's own output folder, when it lies inside ``root``)."""
     if single:
-        return {shown(root.resolve().name): _files_in(root, names)}
+        return {shown(root.resolve().name): _files_in(root, names, exercises)}
     found = {}
     for entry in sorted(root.iterdir()):
         if _SKIP.match(entry.name) or (skip is not None and entry.resolve() == skip):
@@ -43,7 +53,7 @@ def find_submissions(root: Path, names: list[str], single: bool = False, skip: P
             found[shown(entry.name)] = dict.fromkeys(names, Refused(
                 f"the student's folder {shown(entry.name)} is a symbolic link: submit files, not links"))
         elif entry.is_dir():
-            found[shown(entry.name)] = _files_in(entry, names)
+            found[shown(entry.name)] = _files_in(entry, names, exercises)
     loose = re.compile(rf"^(.+?)[ _.-]+({'|'.join(map(re.escape, names))})\.py$")
     for f in sorted(root.iterdir()):
         m = loose.match(f.name)
@@ -53,15 +63,32 @@ def find_submissions(root: Path, names: list[str], single: bool = False, skip: P
     return dict(sorted(found.items()))
 
 
-def _files_in(folder: Path, names) -> dict:
-    """The shallowest NAME.py in ``folder`` for each name (symbolic links to folders not followed)."""
+@dataclass(frozen=True)
+class NotebookPiece:
+    """An exercise found in a handed-in notebook: the notebook, the text of NAME.py made from it
+    (``notebook_files.py``) and the functions its check cells pass."""
+    notebook: Path
+    text: str
+    functions: tuple
+
+    def __str__(self) -> str:
+        return str(self.notebook)
+
+
+def _files_in(folder: Path, names, exercises=()) -> dict:
+    """The shallowest NAME.py in ``folder`` for each name (symbolic links to folders not followed); for each
+    of ``exercises`` without its file, the shallowest notebook that checks it (``NotebookPiece``), under
+    the exercise's name."""
     hits = {name: [] for name in names}
+    notebooks = []
     for top, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not _SKIP.match(d))
         for entry in (*files, *dirs):
             name = entry[:-3] if entry.endswith(".py") else None
             if name in hits:
                 hits[name].append(Path(top) / entry)
+            elif entry.endswith(".ipynb") and not _SKIP.match(entry):
+                notebooks.append(Path(top) / entry)
     chosen = {}
     for name, paths in hits.items():
         path = min(paths, key=lambda p: (len(p.parts), str(p)), default=None)
@@ -71,10 +98,34 @@ def _files_in(folder: Path, names) -> dict:
                                    f"{', ...' if len(twins) > 3 else ''}): keep the one to be graded")
         else:
             chosen[name] = None if path is None else (_refusal(path, path.relative_to(folder)) or path)
+    # an exercise whose file is not there (a question: whose questions.py), from the notebooks, by its own name
+    left = [n for n in exercises if chosen.get(file_of(n)) is None]
+    for nb in sorted(notebooks, key=lambda p: (len(p.parts), str(p))) if left else ():
+        for name, piece in _notebook(folder, nb, left).items():
+            chosen[name] = piece
+        left = [n for n in left if chosen.get(n) is None]
     return chosen
 
 
-def _refusal(path: Path, relative) -> Refused | None:
+def _notebook(folder: Path, path: Path, names) -> dict:
+    """{name: a ``NotebookPiece`` or a ``Refused`` reason} for the exercises of ``names`` that the notebook
+    ``path`` checks; a notebook that cannot be read, or is not one, for the exercises of the course's
+    notebook of that name (none when the name is not a course notebook's)."""
+    from .notebook_files import MAX_NOTEBOOK_BYTES, course_exercises, exercise_files
+
+    what, found = shown(path.relative_to(folder)), None
+    try:
+        why = _refusal(path, path.relative_to(folder), MAX_NOTEBOOK_BYTES)
+        found = exercise_files(read_below(folder, path, MAX_NOTEBOOK_BYTES), names) if why is None else None
+    except (OSError, ValueError) as exc:
+        why = f"{what}: {exc}"
+    if found is None:
+        return {n: NotebookRefused(why) for n in course_exercises(path.name) if n in names}
+    return {n: (NotebookRefused(f"{what}: {piece}") if isinstance(piece, Refused) else
+                NotebookPiece(path, piece.text, piece.functions)) for n, piece in found.items()}
+
+
+def _refusal(path: Path, relative, limit: int = MAX_BYTES) -> Refused | None:
     """Why ``path`` is not checked, or None when it is a plain file that may be."""
     what = shown(relative)
     if what != str(relative):
@@ -89,9 +140,9 @@ def _refusal(path: Path, relative) -> Refused | None:
         return Refused(f"{what} is a folder, not a file: put the code in a file named {path.name}")
     if not stat.S_ISREG(st.st_mode):
         return Refused(f"{what} is not a plain file")
-    if st.st_size > MAX_BYTES:
-        return Refused(f"{what} is {st.st_size / 1e6:.1f} MB, over the limit of {MAX_BYTES / 1e6:.1f} MB "
-                       "for one exercise's code")
+    if st.st_size > limit:
+        whose = "one exercise's code" if limit == MAX_BYTES else "a notebook"
+        return Refused(f"{what} is {st.st_size / 1e6:.1f} MB, over the limit of {limit / 1e6:.1f} MB for {whose}")
     return None
 
 

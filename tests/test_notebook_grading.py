@@ -1,0 +1,130 @@
+"""Grading the notebooks students hand in: each exercise is the functions its check cells pass, read as
+"Restart and run all" would define them, and checked as a file is (exercises/notebook_files.py)."""
+import copy
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from exercises import EXERCISES, QUESTIONS  # noqa: E402
+from exercises.confine import Confinement, Unavailable  # noqa: E402
+from exercises.notebook_files import Piece, course_exercises, exercise_files  # noqa: E402
+from exercises.student_notebooks import student_notebook  # noqa: E402
+from exercises.submissions import Refused  # noqa: E402
+
+NAMES = [*EXERCISES, *QUESTIONS]
+BLOCKS = ROOT / "notebooks" / "02_building_blocks.ipynb"
+try:
+    Confinement.find()
+    SANDBOX = []
+except Unavailable:
+    SANDBOX = ["--no-sandbox"]
+
+
+def _notebook(*codes, tags=None):
+    cells = [{"cell_type": "code", "metadata": {"tags": list(tags or [])}, "source": code, "outputs": [],
+              "execution_count": None} for code in codes]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+def _cells_with(nb, old, new):
+    """A copy of the notebook ``nb`` with ``old`` replaced by ``new`` in the code cell that holds it."""
+    nb = copy.deepcopy(nb)
+    hits = 0
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "code" and old in text:
+            cell["source"], hits = text.replace(old, new), hits + 1
+    assert hits == 1, old
+    return nb
+
+
+def test_each_exercise_of_the_course_s_notebooks_is_found_with_what_its_functions_use():
+    found = exercise_files(BLOCKS.read_bytes(), NAMES)
+    assert set(found) == {"layernorm", "gelu", "layernorm_sum"} == set(course_exercises(BLOCKS.name))
+    gelu = found["gelu"]
+    assert isinstance(gelu, Piece) and gelu.functions == ("gelu_forward", "gelu_backward")
+    assert "def gelu_forward" in gelu.text and "import math" in gelu.text and "from scipy.special import erf" in gelu.text
+    # what they do not use is left out: the figures' helpers, the other exercises, the plots
+    assert "_style" not in gelu.text and "matplotlib" not in gelu.text and "def layernorm_forward" not in gelu.text
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):      # every exercise of the course is found
+        assert set(exercise_files(path.read_bytes(), NAMES)) == set(course_exercises(path.name)) & set(NAMES), path.name
+
+
+def test_cells_are_read_in_order_as_restart_and_run_all_runs_them():
+    data = _notebook("import numpy as np\nEPS = 1e-12\nx = np.ones(3)",
+                     'check("gelu", gelu_forward=mine, gelu_backward=gelu_backward)',
+                     "%matplotlib inline\ndef mine(x):\n    return x, EPS",
+                     "def gelu_backward(dy, cache):\n    return dy * 2",
+                     "def mine(x):\n    return x * np.sqrt(EPS), None")
+    piece = exercise_files(data, NAMES)["gelu"]
+    assert piece.functions == ("gelu_forward", "gelu_backward")
+    namespace = {}
+    exec(piece.text, namespace)                 # the later definition of mine, EPS and np with it, not x
+    assert namespace["gelu_forward"](4.0) == (4e-6, None) and "x" not in namespace
+    assert namespace["gelu_backward"](1.0, None) == 2.0
+
+
+def test_a_cell_that_does_not_parse_costs_only_the_exercises_it_defines():
+    nb = json.loads(BLOCKS.read_bytes())
+    broken = _cells_with(nb, "def layernorm_backward(dy, cache):", "def layernorm_backward(dy, cache)")
+    found = exercise_files(json.dumps(broken).encode(), NAMES)
+    assert isinstance(found["layernorm"], Refused) and "does not parse" in found["layernorm"]
+    assert "layernorm_backward" in found["layernorm"]
+    assert isinstance(found["gelu"], Piece) and isinstance(found["layernorm_sum"], Piece)
+    with pytest.raises(ValueError, match="JSON does not parse"):
+        exercise_files(BLOCKS.read_bytes()[:5000], NAMES)
+    with pytest.raises(ValueError, match="no list of cells"):
+        exercise_files(b'{"cells": 3}', NAMES)
+    lost = exercise_files(_notebook('check("gelu", gelu_forward=gelu_forward, gelu_backward=gelu_backward)'), NAMES)
+    assert "which no code cell defines" in lost["gelu"]
+
+
+def _class(root: Path) -> dict:
+    """Six students who hand in notebook 02: the verdicts of layernorm, gelu and the question, expected."""
+    nb = json.loads(BLOCKS.read_bytes())
+    moved = copy.deepcopy(nb)                   # every solution cell moved to the end, in reverse order
+    solutions = [c for c in moved["cells"] if "solution" in c.get("metadata", {}).get("tags", [])]
+    moved["cells"] = [c for c in moved["cells"] if c not in solutions] + solutions[::-1]
+    students = {
+        "solved": (nb, ("pass", "pass", "pass")),
+        "blank": (student_notebook(copy.deepcopy(nb)), ("todo", "todo", "todo")),
+        "one_wrong": (_cells_with(nb, "phi_cdf + x * density", "phi_cdf - x * density"), ("pass", "fail", "pass")),
+        "syntax_error": (_cells_with(nb, "def layernorm_backward(dy, cache):", "def layernorm_backward(dy, cache)"),
+                         ("fail", "pass", "pass")),
+        "out_of_order": (moved, ("pass", "pass", "pass")),
+    }
+    for student, (notebook, _) in students.items():
+        (root / student).mkdir(parents=True)
+        (root / student / BLOCKS.name).write_text(json.dumps(notebook, indent=1))
+    (root / "broken_json").mkdir()
+    (root / "broken_json" / BLOCKS.name).write_bytes(BLOCKS.read_bytes()[:5000])
+    return {**{s: v for s, (_, v) in students.items()}, "broken_json": ("fail", "fail", "fail")}
+
+
+def test_grade_a_class_folder_of_notebooks(tmp_path):
+    subs, out = tmp_path / "submissions", tmp_path / "grades"
+    expected = _class(subs)
+    res = subprocess.run([sys.executable, "-m", "exercises", "grade", str(subs), "--out", str(out),
+                          "--exercises", "layernorm,gelu,layernorm_sum", "--jobs", "2", *SANDBOX],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    with open(out / "grades.csv", newline="") as f:
+        rows = {(r["student"], r["exercise"]): r for r in csv.DictReader(f)}
+    for student, verdicts in expected.items():
+        for name, verdict in zip(("layernorm", "gelu", "layernorm_sum"), verdicts):
+            assert rows[student, name]["verdict"] == verdict, rows[student, name]
+    assert "wrong sign" in rows["one_wrong", "gelu"]["hint"]
+    assert rows["one_wrong", "gelu"]["file"].endswith(BLOCKS.name)
+    assert "does not parse" in rows["syntax_error", "layernorm"]["first_fail"]
+    assert "JSON does not parse" in rows["broken_json", "gelu"]["first_fail"]
+    assert "Restart and run all" in rows["broken_json", "gelu"]["hint"]
+    report = {r["student"] + r["exercise"]: r["report"] for r in json.loads((out / "grades.json").read_text())["rows"]}
+    assert BLOCKS.name in report["one_wronggelu"] and "minibert-notebook-" not in report["one_wronggelu"]
