@@ -36,12 +36,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import EXERCISES, QUESTIONS, file_of
+from .points import award, read_points
 from .submissions import MAX_BYTES, NotebookPiece, NotebookRefused, Refused, find_submissions, read_below, shown
 
 # what grade checks: the pieces and the graded questions (the capstone, whose file must hold its pieces too, is
 # checked with `check bert`)
 GRADABLE = {**EXERCISES, **QUESTIONS}
-COLUMNS = ("student", "exercise", "verdict", "first_fail", "hint", "seconds", "file")
+COLUMNS = ("student", "exercise", "verdict", "points", "max_points", "first_fail", "hint", "seconds", "file")
 
 
 # ------------------------------------------------------------------------------ grading
@@ -158,7 +159,8 @@ def summarize(rows: list[dict], names, top: int = 3) -> dict:
         counts = Counter(r["verdict"] for r in mine)
         wrong = Counter(r["hint"] or _numbers_out(r["first_fail"]) for r in mine
                         if r["verdict"] in ("fail", "todo", "error") and (r["hint"] or r["first_fail"]))
-        summary[name] = {"students": len(mine), **{v: counts.get(v, 0) for v in
+        summary[name] = {"students": len(mine), "points": mine[0]["max_points"] if mine else 1.0,
+                         **{v: counts.get(v, 0) for v in
                                                    ("pass", "fail", "todo", "missing", "error")},
                          "first_hints": [[text, n] for text, n in wrong.most_common(top)]}
     return summary
@@ -175,13 +177,15 @@ NO_ISOLATION = ("graded WITHOUT isolation (--no-sandbox): each student's code ra
 
 
 def gradescope_results(rows: list[dict], isolation: str = "") -> dict:
-    """One student's rows in Gradescope's results.json format: a test per exercise, 1 point each."""
-    tests = [{"name": r["exercise"], "score": float(r["verdict"] == "pass"), "max_score": 1.0,
+    """One student's rows in Gradescope's results.json format: a test per exercise, its points."""
+    tests = [{"name": r["exercise"], "score": float(r["points"]), "max_score": float(r["max_points"]),
               "status": "passed" if r["verdict"] == "pass" else "failed",
               "output": r["report"] or r["first_fail"], "visibility": "visible"} for r in rows]
     score = sum(t["score"] for t in tests)
     return {"score": score, "execution_time": round(sum(r["seconds"] for r in rows)),
-            "output": f"{score:g} of {len(tests)} exercises pass" + (f"; {isolation}" if isolation else ""),
+            "output": f"{score:g} of {sum(t['max_score'] for t in tests):g} points: "
+                      f"{sum(t['status'] == 'passed' for t in tests)} of {len(tests)} exercises pass"
+                      + (f"; {isolation}" if isolation else ""),
             "stdout_visibility": "hidden", "tests": tests}
 
 
@@ -226,7 +230,8 @@ def render_summary(summary: dict) -> str:
     lines = []
     for name, s in summary.items():
         others = ", ".join(f"{s[v]} {v}" for v in ("fail", "todo", "missing", "error") if s[v])
-        lines.append(f"{name}: {s['pass']} of {s['students']} pass" + (f" ({others})" if others else ""))
+        lines.append(f"{name} ({s['points']:g} point{'s' * (s['points'] != 1)}): {s['pass']} of {s['students']} "
+                     "pass" + (f" ({others})" if others else ""))
         lines += [f"  {n:4d} x  {text}" for text, n in s["first_hints"]]
     return "\n".join(lines) + "\n"
 
@@ -245,6 +250,8 @@ def add_grade_parser(sub, limits) -> None:
     p.add_argument("--no-sandbox", action="store_true",
                    help="grade where no sandbox can be made (each student's code then runs as your user, "
                         "unconfined; every output says so)")
+    p.add_argument("--points", type=Path, default=None,
+                   help="a CSV table of lines exercise,points (default: 1 point each)")
     limits(p)
 
 
@@ -256,6 +263,10 @@ def run_grade(args, parser) -> int:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
+    try:
+        points = read_points(args.points, names)
+    except ValueError as exc:
+        parser.error(f"--points: {exc}")
     confine = None
     if not args.no_sandbox:
         try:
@@ -289,6 +300,7 @@ def run_grade(args, parser) -> int:
     except KeyboardInterrupt:           # the workers end themselves once their checker is gone
         print("interrupted: nothing written", file=sys.stderr)
         return 130
+    award(rows, points)
     summary = summarize(rows, names)
     try:
         write_outputs(rows, summary, args.out, args.single, isolated=confine is not None)

@@ -296,7 +296,9 @@ def test_grade_a_class(tmp_path):
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 * len(expected)
-    assert set(rows[0]) == {"student", "exercise", "verdict", "first_fail", "hint", "seconds", "file", "isolation"}
+    assert set(rows[0]) == {"student", "exercise", "verdict", "points", "max_points", "first_fail", "hint", "seconds",
+                            "file", "isolation"}
+    assert all(float(r["points"]) == float(r["verdict"] == "pass") and float(r["max_points"]) == 1.0 for r in rows)
     assert {r["isolation"] for r in rows} == {"none" if SANDBOX else "sandbox"}
     got = {(r["student"], r["exercise"]): r for r in rows}
     for student, verdicts in expected.items():

@@ -111,9 +111,11 @@ def _class(root: Path) -> dict:
 def test_grade_a_class_folder_of_notebooks(tmp_path):
     subs, out = tmp_path / "submissions", tmp_path / "grades"
     expected = _class(subs)
+    table = tmp_path / "points.csv"
+    table.write_text("exercise,points\nlayernorm,3\ngelu,2.5\n")       # the question keeps its 1 point
     res = subprocess.run([sys.executable, "-m", "exercises", "grade", str(subs), "--out", str(out),
-                          "--exercises", "layernorm,gelu,layernorm_sum", "--jobs", "2", *SANDBOX],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          "--exercises", "layernorm,gelu,layernorm_sum", "--jobs", "2", "--points", str(table),
+                          *SANDBOX], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Traceback" not in res.stdout + res.stderr
     with open(out / "grades.csv", newline="") as f:
@@ -126,5 +128,28 @@ def test_grade_a_class_folder_of_notebooks(tmp_path):
     assert "does not parse" in rows["syntax_error", "layernorm"]["first_fail"]
     assert "JSON does not parse" in rows["broken_json", "gelu"]["first_fail"]
     assert "Restart and run all" in rows["broken_json", "gelu"]["hint"]
+    worth = {"layernorm": 3.0, "gelu": 2.5, "layernorm_sum": 1.0}         # the points, in every output
+    for (student, name), row in rows.items():
+        assert float(row["max_points"]) == worth[name]
+        assert float(row["points"]) == (worth[name] if row["verdict"] == "pass" else 0.0)
+    results = json.loads((out / "gradescope" / "one_wrong" / "results.json").read_text())
+    assert results["score"] == 4.0 and [t["max_score"] for t in results["tests"]] == [3.0, 2.5, 1.0]
+    assert results["output"].startswith("4 of 6.5 points")
+    assert "gelu (2.5 points): 3 of 6 pass" in (out / "summary.txt").read_text()
     report = {r["student"] + r["exercise"]: r["report"] for r in json.loads((out / "grades.json").read_text())["rows"]}
     assert BLOCKS.name in report["one_wronggelu"] and "minibert-notebook-" not in report["one_wronggelu"]
+
+
+def test_a_points_table_that_names_another_exercise_or_no_number_is_refused_with_its_line(tmp_path):
+    from exercises.points import read_points
+    names = ["gelu", "softmax"]
+    assert read_points(None, names) == {"gelu": 1.0, "softmax": 1.0}
+    for text, message in (("gelu,2\nadamw,1\n", "line 2: 'adamw' is not an exercise being graded"),
+                          ("gelu,two\n", "line 1: 'two' is not a number"), ("gelu,0\n", "more than 0 points"),
+                          ("gelu,1,2\n", "write exercise,points")):
+        (tmp_path / "p.csv").write_text(text)
+        with pytest.raises(ValueError, match=message):
+            read_points(tmp_path / "p.csv", names)
+    res = subprocess.run([sys.executable, "-m", "exercises", "grade", str(tmp_path), "--points", str(tmp_path / "p.csv"),
+                          "--exercises", "gelu,softmax"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--points:" in res.stderr and "Traceback" not in res.stderr
