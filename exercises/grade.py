@@ -4,7 +4,7 @@ SUBMISSIONS holds one folder per student (NAME.py is looked for at any depth
 inside it, the shallowest first, and for an exercise without one, the
 notebooks in it: the functions its check cells pass, ``notebook_files.py``), or
 loose files named STUDENT_NAME.py (or STUDENT-NAME.py, as course sites export
-them), or both.  With ``--single``
+them; STUDENT_02_building_blocks.ipynb for a notebook), or both.  With ``--single``
 it is one student's folder, as Gradescope hands it over
 (/autograder/submission); ``submissions.py`` finds the files.  A missing,
 broken, hanging or hostile file costs its own row and nothing else: each

@@ -49,6 +49,11 @@ def _course() -> dict:
     return out
 
 
+def course_names() -> tuple:
+    """The file names of the course's notebooks."""
+    return tuple(_course())
+
+
 def course_exercises(notebook_name: str) -> tuple:
     """The exercises of the course's notebook of this file name (none for another name)."""
     return _course().get(notebook_name, ())

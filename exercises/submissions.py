@@ -2,7 +2,8 @@
 
 SUBMISSIONS holds one folder per student (NAME.py is looked for at any depth inside it, the
 shallowest first), or loose files named STUDENT_NAME.py (or STUDENT-NAME.py, as course sites
-export them), or both.  A symbolic link (to anything), a folder where a file belongs, a name that
+export them), or both.  An exercise without its file is looked for in the student's notebooks
+(in the folder, or loose: STUDENT_02_building_blocks.ipynb), ``notebook_files.py``.  A symbolic link (to anything), a folder where a file belongs, a name that
 is not UTF-8, a file that is not plain or is over ``MAX_BYTES``: a ``Refused`` reason in the file's
 place, a row of its own.  ``read_below`` reads a file that was found, a name at a time, no link
 followed: one put in place while the class is graded is refused too.
@@ -60,6 +61,7 @@ def find_submissions(root: Path, names: list[str], single: bool = False, skip: P
         if m and not f.is_dir() and not _SKIP.match(m.group(1)):
             files = found.setdefault(shown(m.group(1)), dict.fromkeys(names))
             files[m.group(2)] = files[m.group(2)] or _refusal(f, f.name) or f
+    _loose_notebooks(root, found, names, exercises)
     return dict(sorted(found.items()))
 
 
@@ -73,6 +75,22 @@ class NotebookPiece:
 
     def __str__(self) -> str:
         return str(self.notebook)
+
+
+def _loose_notebooks(root: Path, found: dict, names, exercises) -> None:
+    """Loose notebooks STUDENT_NN_NAME.ipynb (a course notebook's name after the student's): each fills the
+    exercises of that student which no file gave."""
+    from .notebook_files import course_names
+
+    if not exercises or not course_names():
+        return
+    loose = re.compile(rf"^(.+?)[ _.-]+({'|'.join(map(re.escape, course_names()))})$")
+    for f in sorted(root.iterdir()):
+        m = loose.match(f.name)
+        if m and not f.is_dir() and not _SKIP.match(m.group(1)):
+            files = found.setdefault(shown(m.group(1)), dict.fromkeys(names))
+            left = [n for n in exercises if files.get(file_of(n)) is None and files.get(n) is None]
+            files.update(_notebook(root, f, left, course=m.group(2)) if left else {})
 
 
 def _files_in(folder: Path, names, exercises=()) -> dict:
@@ -107,10 +125,10 @@ def _files_in(folder: Path, names, exercises=()) -> dict:
     return chosen
 
 
-def _notebook(folder: Path, path: Path, names) -> dict:
+def _notebook(folder: Path, path: Path, names, course: str | None = None) -> dict:
     """{name: a ``NotebookPiece`` or a ``Refused`` reason} for the exercises of ``names`` that the notebook
     ``path`` checks; a notebook that cannot be read, or is not one, for the exercises of the course's
-    notebook of that name (none when the name is not a course notebook's)."""
+    notebook of that name (``course``, else the file's; none when it is not a course notebook's)."""
     from .notebook_files import MAX_NOTEBOOK_BYTES, course_exercises, exercise_files
 
     what, found = shown(path.relative_to(folder)), None
@@ -120,7 +138,7 @@ def _notebook(folder: Path, path: Path, names) -> dict:
     except (OSError, ValueError) as exc:
         why = f"{what}: {exc}"
     if found is None:
-        return {n: NotebookRefused(why) for n in course_exercises(path.name) if n in names}
+        return {n: NotebookRefused(why) for n in course_exercises(course or path.name) if n in names}
     return {n: (NotebookRefused(f"{what}: {piece}") if isinstance(piece, Refused) else
                 NotebookPiece(path, piece.text, piece.functions)) for n, piece in found.items()}
 

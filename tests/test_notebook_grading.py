@@ -105,7 +105,10 @@ def _class(root: Path) -> dict:
         (root / student / BLOCKS.name).write_text(json.dumps(notebook, indent=1))
     (root / "broken_json").mkdir()
     (root / "broken_json" / BLOCKS.name).write_bytes(BLOCKS.read_bytes()[:5000])
-    return {**{s: v for s, (_, v) in students.items()}, "broken_json": ("fail", "fail", "fail")}
+    (root / f"loose_1234_{BLOCKS.name}").write_text(json.dumps(students["one_wrong"][0]))   # as a course site
+    (root / f"loose-broken-{BLOCKS.name}").write_bytes(b"{")                             # exports them
+    return {**{s: v for s, (_, v) in students.items()}, "broken_json": ("fail", "fail", "fail"),
+            "loose_1234": ("pass", "fail", "pass"), "loose-broken": ("fail", "fail", "fail")}
 
 
 def test_grade_a_class_folder_of_notebooks(tmp_path):
@@ -135,7 +138,7 @@ def test_grade_a_class_folder_of_notebooks(tmp_path):
     results = json.loads((out / "gradescope" / "one_wrong" / "results.json").read_text())
     assert results["score"] == 4.0 and [t["max_score"] for t in results["tests"]] == [3.0, 2.5, 1.0]
     assert results["output"].startswith("4 of 6.5 points")
-    assert "gelu (2.5 points): 3 of 6 pass" in (out / "summary.txt").read_text()
+    assert "gelu (2.5 points): 3 of 8 pass" in (out / "summary.txt").read_text()
     report = {r["student"] + r["exercise"]: r["report"] for r in json.loads((out / "grades.json").read_text())["rows"]}
     assert BLOCKS.name in report["one_wronggelu"] and "minibert-notebook-" not in report["one_wronggelu"]
 
