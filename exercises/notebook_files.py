@@ -65,7 +65,7 @@ def _checks(cells) -> dict:
     for text in cells:
         try:
             tree = ast.parse(_no_magic(text))
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for node in tree.body:
             call = _check_call(node)
@@ -84,8 +84,8 @@ def code_cells(data: bytes) -> list[str]:
     when ``data`` is not a notebook."""
     try:
         nb = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not a notebook: its JSON does not parse ({exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"not a notebook: its JSON does not parse ({exc or type(exc).__name__})") from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise ValueError("not a notebook: it holds no list of cells")
@@ -111,6 +111,9 @@ def exercise_files(data: bytes, names) -> dict:
             tree = ast.parse(text)
         except SyntaxError as exc:
             broken.append((number, text, f"cell {number} does not parse: {exc.msg} (its line {exc.lineno})"))
+            continue
+        except (ValueError, RecursionError, MemoryError) as exc:      # a NUL byte, an expression nested too deep
+            broken.append((number, text, f"cell {number} does not parse: {exc or type(exc).__name__}"))
             continue
         for node in tree.body:
             call = _check_call(node)

@@ -84,6 +84,11 @@ def test_a_cell_that_does_not_parse_costs_only_the_exercises_it_defines():
         exercise_files(b'{"cells": 3}', NAMES)
     lost = exercise_files(_notebook('check("gelu", gelu_forward=gelu_forward, gelu_backward=gelu_backward)'), NAMES)
     assert "which no code cell defines" in lost["gelu"]
+    odd = exercise_files(_notebook("def gelu_forward(x):\n    return x\0", "(" * 10000 + ")" * 10000,
+                                   'check("gelu", gelu_forward=gelu_forward)'), NAMES)
+    assert "cell 1 does not parse" in odd["gelu"] and "gelu_forward" in odd["gelu"]
+    with pytest.raises(ValueError, match="JSON does not parse"):
+        exercise_files(b"[" * 100000 + b"]" * 100000, NAMES)
 
 
 def _class(root: Path) -> dict:
