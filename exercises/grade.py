@@ -230,8 +230,8 @@ def render_summary(summary: dict) -> str:
     lines = []
     for name, s in summary.items():
         others = ", ".join(f"{s[v]} {v}" for v in ("fail", "todo", "missing", "error") if s[v])
-        lines.append(f"{name} ({s['points']:g} point{'s' * (s['points'] != 1)}): {s['pass']} of {s['students']} "
-                     "pass" + (f" ({others})" if others else ""))
+        lines.append(f"{name}: {s['pass']} of {s['students']} pass" + (f" ({others})" if others else "")
+                     + f"; {s['points']:g} point{'s' * (s['points'] != 1)} each")
         lines += [f"  {n:4d} x  {text}" for text, n in s["first_hints"]]
     return "\n".join(lines) + "\n"
 
@@ -263,10 +263,7 @@ def run_grade(args, parser) -> int:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
-    try:
-        points = read_points(args.points, names)
-    except ValueError as exc:
-        parser.error(f"--points: {exc}")
+    points = _points(args, names, parser)
     confine = None
     if not args.no_sandbox:
         try:
@@ -316,6 +313,13 @@ def run_grade(args, parser) -> int:
         print(f"{errors} row{'s' * (errors != 1)} could not be graded (verdict 'error'): see grades.csv",
               file=sys.stderr)
     return 1 if errors else 0
+
+
+def _points(args, names, parser) -> dict:
+    try:
+        return read_points(args.points, names)
+    except ValueError as exc:
+        parser.error(f"--points: {exc}")      # exits
 
 
 def exercise_names(text: str, parser) -> list[str]:

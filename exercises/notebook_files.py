@@ -23,11 +23,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .submissions import Refused
-
 MAX_NOTEBOOK_BYTES = 20 << 20     # outputs (figures) make a notebook far larger than its code
 COURSE = Path(__file__).resolve().parent.parent / "notebooks"
 _MAGIC = re.compile(r"^\s*[%!]")
+
+
+class Unread(str):
+    """Why an exercise of a notebook is not read: the cell that defines its functions does not parse, or
+    none defines them."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def code_cells(data: bytes) -> list[str]:
 
 
 def exercise_files(data: bytes, names) -> dict:
-    """{exercise: its ``Piece``, or a ``Refused`` reason} for each of ``names`` whose check cells
+    """{exercise: its ``Piece``, or why not (``Unread``)} for each of ``names`` whose check cells
     the notebook holds (the functions of every one: an exercise may be checked in parts).  ValueError when
     ``data`` is not a notebook."""
     kept: list[tuple[str, ast.stmt]] = []       # (its source, the statement), in the notebook's order
@@ -134,8 +137,8 @@ def _file(name, passed: dict, kept, defined, broken):
     if missing:
         cell = next((why for _, text, why in broken if any(re.search(rf"\bdef\s+{re.escape(v)}\b", text)
                                                             for v in missing)), None)
-        return Refused(f"{cell}: it defines {', '.join(missing)}" if cell else
-                       f"the check cell passes {', '.join(missing)}, which no code cell defines")
+        return Unread(f"{cell}: it defines {', '.join(missing)}" if cell else
+                      f"the check cell passes {', '.join(missing)}, which no code cell defines")
     lines = [f"# {name}: the functions the notebook's check cell passes, and what they use of the notebook"]
     lines += [source for source, _ in _needed(kept, passed.values())]
     lines += [f"{stub} = {given}" for stub, given in passed.items() if stub != given]

@@ -326,10 +326,8 @@ def check_isolated(name: str, source: str = "stubs", timeout: float | None = Non
     """Check exercise ``name`` with the student's code in a worker process; return the ``Report``.
 
     worker: one started in advance (``check all`` starts the next exercise's
-    while it checks this one); it is closed here in any case.  data: the file's bytes (``grade``'s).
-    parts: the names of the functions to check (a notebook's): the exercise's parts that need no
-    other; every part by default.
-    """
+    while it checks this one); it is closed here in any case.  data: the file's bytes (``grade``'s);
+    parts: check only the parts of these functions (a notebook's, ``run_check``'s ``functions``)."""
     from .checks import run_check
     from .report import Report
 

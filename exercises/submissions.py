@@ -129,7 +129,7 @@ def _notebook(folder: Path, path: Path, names, course: str | None = None) -> dic
     """{name: a ``NotebookPiece`` or a ``Refused`` reason} for the exercises of ``names`` that the notebook
     ``path`` checks; a notebook that cannot be read, or is not one, for the exercises of the course's
     notebook of that name (``course``, else the file's; none when it is not a course notebook's)."""
-    from .notebook_files import MAX_NOTEBOOK_BYTES, course_exercises, exercise_files
+    from .notebook_files import MAX_NOTEBOOK_BYTES, Unread, course_exercises, exercise_files
 
     what, found = shown(path.relative_to(folder)), None
     try:
@@ -139,7 +139,7 @@ def _notebook(folder: Path, path: Path, names, course: str | None = None) -> dic
         why = f"{what}: {exc}"
     if found is None:
         return {n: NotebookRefused(why) for n in course_exercises(course or path.name) if n in names}
-    return {n: (NotebookRefused(f"{what}: {piece}") if isinstance(piece, Refused) else
+    return {n: (NotebookRefused(f"{what}: {piece}") if isinstance(piece, Unread) else
                 NotebookPiece(path, piece.text, piece.functions)) for n, piece in found.items()}
 
 

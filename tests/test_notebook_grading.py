@@ -14,9 +14,8 @@ sys.path.insert(0, str(ROOT))
 
 from exercises import EXERCISES, QUESTIONS  # noqa: E402
 from exercises.confine import Confinement, Unavailable  # noqa: E402
-from exercises.notebook_files import Piece, course_exercises, exercise_files  # noqa: E402
+from exercises.notebook_files import Piece, Unread, course_exercises, exercise_files  # noqa: E402
 from exercises.student_notebooks import student_notebook  # noqa: E402
-from exercises.submissions import Refused  # noqa: E402
 
 NAMES = [*EXERCISES, *QUESTIONS]
 BLOCKS = ROOT / "notebooks" / "02_building_blocks.ipynb"
@@ -75,7 +74,7 @@ def test_a_cell_that_does_not_parse_costs_only_the_exercises_it_defines():
     nb = json.loads(BLOCKS.read_bytes())
     broken = _cells_with(nb, "def layernorm_backward(dy, cache):", "def layernorm_backward(dy, cache)")
     found = exercise_files(json.dumps(broken).encode(), NAMES)
-    assert isinstance(found["layernorm"], Refused) and "does not parse" in found["layernorm"]
+    assert isinstance(found["layernorm"], Unread) and "does not parse" in found["layernorm"]
     assert "layernorm_backward" in found["layernorm"]
     assert isinstance(found["gelu"], Piece) and isinstance(found["layernorm_sum"], Piece)
     with pytest.raises(ValueError, match="JSON does not parse"):
@@ -143,7 +142,7 @@ def test_grade_a_class_folder_of_notebooks(tmp_path):
     results = json.loads((out / "gradescope" / "one_wrong" / "results.json").read_text())
     assert results["score"] == 4.0 and [t["max_score"] for t in results["tests"]] == [3.0, 2.5, 1.0]
     assert results["output"].startswith("4 of 6.5 points")
-    assert "gelu (2.5 points): 3 of 8 pass" in (out / "summary.txt").read_text()
+    assert "gelu: 3 of 8 pass (4 fail, 1 todo); 2.5 points each" in (out / "summary.txt").read_text()
     report = {r["student"] + r["exercise"]: r["report"] for r in json.loads((out / "grades.json").read_text())["rows"]}
     assert BLOCKS.name in report["one_wronggelu"] and "minibert-notebook-" not in report["one_wronggelu"]
 
