@@ -3,9 +3,9 @@
 SUBMISSIONS holds one folder per student (NAME.py is looked for at any depth inside it, the
 shallowest first), or loose files named STUDENT_NAME.py (or STUDENT-NAME.py, as course sites
 export them), or both.  An exercise without its file is looked for in the student's notebooks
-(in the folder, or loose: STUDENT_02_building_blocks.ipynb), ``notebook_files.py``.  A symbolic link (to anything), a folder where a file belongs, a name that
-is not UTF-8, a file that is not plain or is over ``MAX_BYTES``: a ``Refused`` reason in the file's
-place, a row of its own.  ``read_below`` reads a file that was found, a name at a time, no link
+(in the folder, or loose: STUDENT_02_building_blocks.ipynb), ``notebook_files.py``.  A symbolic
+link (to anything), a folder where a file belongs, a name that is not UTF-8, a file that is not
+plain or is over ``MAX_BYTES``: a ``Refused`` reason in the file's place, a row of its own.  ``read_below`` reads a file that was found, a name at a time, no link
 followed: one put in place while the class is graded is refused too.
 """
 from __future__ import annotations
