@@ -10,6 +10,8 @@
     python -m exercises hint layernorm [LEVEL]       a hint: 1 the idea, 2 the shapes, 3 the formula
     python -m exercises make-student DIR             copy the exercises and notebooks without solutions
     python -m exercises grade SUBMISSIONS --out DIR  grade a class (see grade.py)
+    python -m exercises export-nbgrader DIR          the course as an nbgrader assignment (nbgrader_export.py)
+    python -m exercises gradescope-bundle OUT.zip    the exercises as a Gradescope autograder (gradescope.py)
 
 The exit status of ``check`` is 0 when every exercise checked passes, 1 otherwise.
 The student's code runs in a worker process, one per exercise (sandbox.py):
@@ -27,20 +29,14 @@ import tempfile
 from pathlib import Path
 
 from . import CAPSTONE, CHECKABLE, EXERCISES, QUESTIONS, QUESTIONS_FILE, file_of
-from .cases.recorded import write_student_cases
+from . import gradescope, nbgrader_export
 from .grade import add_grade_parser, refuse_unknown, run_grade
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TIMEOUTS, LoadError, Worker, check_isolated, source_file
+from .student_copy import INSTRUCTOR_ONLY, NOTEBOOK_DATA, NOTEBOOKS, write_student_exercises
 from .student_notebooks import make_student_notebooks
 from .worker import import_message, source_module
 
 HERE = Path(__file__).resolve().parent
-# what the student copy leaves out: the solutions, and the usual mistakes as code (cases/ is built from
-# the right answers, and holds right answers written otherwise); it gets them as recorded data instead
-# (cases/recorded.py), from which the checkers give the same hints.
-INSTRUCTOR_ONLY = ("solutions",)
-NOTEBOOKS = HERE.parent / "notebooks"      # the course, whose exercise cells the student copy turns into stubs
-# what the notebooks read from beside their folder (07 and 11: what a GPU measured), copied with them
-NOTEBOOK_DATA = (HERE.parent / "benchmarks" / "results",)
 
 
 def load_module(name: str, source: str = "stubs"):
@@ -166,9 +162,7 @@ def make_student(target: Path, force: bool = False, out=sys.stdout) -> None:
 
 def _write_student_copy(dest: Path):
     """The student copy, written into the new folder ``dest``: (notebooks written or None, their cells)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ONLY, "cases")
-    shutil.copytree(HERE, dest / "exercises", ignore=ignore)
-    write_student_cases(dest / "exercises" / "cases")         # the usual mistakes as data, no code
+    write_student_exercises(dest / "exercises")
     if not NOTEBOOKS.is_dir():
         return None, 0
     written, cells = make_student_notebooks(NOTEBOOKS, dest / "notebooks")
@@ -178,7 +172,7 @@ def _write_student_copy(dest: Path):
     return written, cells
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m exercises",
                                      description="minibert's exercises: write BERT's pieces by hand.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -197,6 +191,13 @@ def main(argv=None) -> int:
     p_make.add_argument("--force", action="store_true",
                         help="replace a student copy made in DIR before (known by its marker file)")
     add_grade_parser(sub, _limits)
+    nbgrader_export.add_parser(sub)
+    gradescope.add_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     if args.command == "list":
@@ -225,8 +226,9 @@ def main(argv=None) -> int:
             print(f"python -m exercises make-student: {exc}", file=sys.stderr)
             return 2
         return 0
-    if args.command == "grade":
-        return run_grade(args, parser)
+    elsewhere = {"grade": run_grade, "gradescope-bundle": gradescope.run, "export-nbgrader": nbgrader_export.run}
+    if args.command in elsewhere:
+        return elsewhere[args.command](args, parser)
 
     names = list(CHECKABLE) if args.names == ["all"] else args.names
     refuse_unknown(names, parser, CHECKABLE)

@@ -14,9 +14,12 @@ layout is yours, so they are checked together.
 
 The functions run in this process (a notebook is a self-check, not a grade:
 ``python -m exercises grade`` runs a class's files in worker processes).
+``graded_check`` is ``check`` for nbgrader's test cells (``nbgrader_export.py``):
+the same report, and an exception when it does not pass.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import SimpleNamespace
 
@@ -66,6 +69,21 @@ def check(name: str, **functions) -> bool:
         if report.status == "fail":
             print(f"  (more help: hint({name!r}) in a cell, or python -m exercises hint {name})")
     return report.passed
+
+
+class NotPassed(Exception):
+    """An exercise's check did not pass: nbgrader gives its test cell no points."""
+
+
+def graded_check(name: str, **functions) -> None:
+    """``check`` in a test cell that nbgrader grades: raises ``NotPassed`` when the check does not pass.
+
+    nbgrader gives a test cell its points when the cell shows no error and writes nothing to stderr, so
+    the check's warnings and stderr are printed to stdout: the verdict alone decides."""
+    with contextlib.redirect_stderr(sys.stdout):           # warnings too: they are written to sys.stderr
+        passed = check(name, **functions)
+    if not passed:
+        raise NotPassed(f"{name} does not pass yet: the report above gives the first failing check and its hint")
 
 
 def hint(name: str, level: int = 1, out=None) -> None:

@@ -71,7 +71,7 @@ def _checks(cells) -> dict:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for node in tree.body:
-            call = _check_call(node)
+            call = check_call(node)
             if call is not None:
                 out[call[0]] = {**out.get(call[0], {}), **call[1]}
     return out
@@ -119,7 +119,7 @@ def exercise_files(data: bytes, names) -> dict:
             broken.append((number, text, f"cell {number} does not parse: {exc or type(exc).__name__}"))
             continue
         for node in tree.body:
-            call = _check_call(node)
+            call = check_call(node)
             if call is not None:                 # an exercise checked in parts: every part's functions
                 checks[call[0]] = {**checks.get(call[0], {}), **call[1]}
             elif _kept(node):
@@ -163,7 +163,7 @@ def _needed(kept, wanted):
     return [kept[i] for i in sorted(chosen)]
 
 
-def _check_call(node):
+def check_call(node):
     """(exercise, {stub name: name passed}) of a top-level ``check("NAME", f=f, ...)``, else None."""
     if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
         return None

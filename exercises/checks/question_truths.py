@@ -15,6 +15,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]      # the repository: the committed runs some questions are about
 H200 = ROOT / "benchmarks/results/h200_step_2026-11-27.json"         # notebook 10b's step times
+# the committed run notebooks 06b and 09 read: beside the notebooks, in notebooks/ of the repository or
+# of a student copy, or in the folder of an nbgrader assignment (nbgrader_export.py)
+RUN = next((p for p in (ROOT / "notebooks/pretrained/docs-bert-h64", ROOT / "pretrained/docs-bert-h64")
+            if p.is_dir()), ROOT / "notebooks/pretrained/docs-bert-h64")
 
 
 def snowman():
@@ -83,14 +87,14 @@ def nsp_prior():
     from minibert.data import build_pretraining_dataset, load_corpus
     from minibert.data.tokenizer import WordPieceTokenizer
     from minibert.train import split_documents
-    tok = WordPieceTokenizer.from_vocab_file(ROOT / "notebooks/pretrained/docs-bert-h64/vocab.txt")
+    tok = WordPieceTokenizer.from_vocab_file(RUN / "vocab.txt")
     docs, _ = split_documents(load_corpus("builtin"), 0.1, 0)
     p = build_pretraining_dataset(docs, tok, max_seq_length=32, dupe_factor=2, seed=0).not_next_share()
     return [-(p * math.log(p) + (1 - p) * math.log(1 - p)), -(math.log(p) + math.log(1 - p)) / 2]   # the prior's
 
 
 def standard_errors():
-    path = ROOT / "notebooks/pretrained/docs-bert-h64/metrics.jsonl"
+    path = RUN / "metrics.jsonl"
     last = [r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r["kind"] == "eval"][-1]
     return (last["nsp_acc"] - 0.5) / math.sqrt(0.25 / last["n_pairs"])      # in standard errors of chance
 
