@@ -205,6 +205,17 @@ def test_cross_entropy_with_no_label_is_zero(rng):
     assert not L.softmax_cross_entropy_backward(1.0, cache).any()
 
 
+def test_mse_is_the_mean_squared_error_and_its_gradient(rng):
+    pred, target = rng.standard_normal(7), rng.uniform(0, 5, 7)
+    loss, cache = L.mse_forward(pred, target)
+    assert abs(loss - np.mean((pred - target) ** 2)) < 1e-14
+    dpred = L.mse_backward(0.7, cache)
+    num = numerical_gradient(lambda: 0.7 * L.mse_forward(pred, target)[0], pred)
+    assert max_rel_error(dpred, num) < TOL
+    with pytest.raises(ValueError, match=r"mse_forward: pred and target must both be \(N,\), got \(7,\) and \(6,\)"):
+        L.mse_forward(pred, target[:6])
+
+
 def test_layers_name_a_shape_mismatch_in_one_line():
     x = np.ones((4, 8))
     cases = [

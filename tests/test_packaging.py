@@ -47,7 +47,7 @@ def test_the_test_references_are_pinned():
     # a reference that moves under the suite is no reference: transformers 5.24 changed what
     # BertTokenizerFast(vocab_file=...) loads, for example
     deps = _pyproject()
-    for name in ("torch", "transformers", "tokenizers", "nbgrader"):
+    for name in ("torch", "transformers", "tokenizers", "nbgrader", "scikit-learn"):
         assert deps[name].startswith("=="), f"{name} is not pinned: {deps[name]!r}"
 
 

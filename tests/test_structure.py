@@ -185,6 +185,7 @@ LAYERS = {
     "data": {"shared"},
     "model": {"ops", "accel", "shared"},
     "train": {"model", "data", "ops", "accel", "shared"},
+    "finetune": {"train", "model", "data", "ops", "accel", "shared"},
     "shared": {"ops", "accel"},          # kernels.py chooses between ops and accel
 }
 COMMANDS = {"minibert", "minibert.__main__", "minibert.cli", "minibert.commands", "minibert.demo"}

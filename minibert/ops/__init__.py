@@ -25,7 +25,8 @@ from .dropout import dropout_backward, dropout_forward, uniform
 from .embedding import embedding_backward, embedding_forward
 from .layernorm import LayerNormCache, layernorm_backward, layernorm_forward
 from .linear import half_matmul, linear_backward, linear_forward
-from .loss import CrossEntropyCache, softmax_cross_entropy_backward, softmax_cross_entropy_forward
+from .loss import (CrossEntropyCache, mse_backward, mse_forward, softmax_cross_entropy_backward,
+                   softmax_cross_entropy_forward)
 from .residual import ResidualCache, dropout_add_layernorm_backward, dropout_add_layernorm_forward
 
 # what every set of ops defines (the model calls nothing else)
@@ -38,5 +39,5 @@ OPS = ("linear_forward", "linear_backward", "half_matmul", "embedding_forward", 
        "unscale", "clip_by_norm", "add_grads")
 
 __all__ = ["AttentionCache", "CrossEntropyCache", "GeluCache", "LayerNormCache", "OPS", "ResidualCache",
-           "get_array_module",
+           "get_array_module", "mse_forward", "mse_backward",     # the regression head's loss (finetune/)
            *OPS]

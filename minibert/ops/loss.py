@@ -56,3 +56,20 @@ def softmax_cross_entropy_backward(dloss, cache):
     dlogits[xp.arange(len(safe)), safe] -= 1.0
     dlogits *= (valid * (dloss / denom))[:, None].astype(logits.dtype)
     return dlogits
+
+
+def mse_forward(pred, target):
+    """Mean squared error, the loss of a regression head (STS-B's similarity score).
+
+    pred: (N,); target: (N,)  ->  loss = mean((pred - target)^2) (a 0-d array), cache (the difference).
+    """
+    require(pred.ndim == 1 and tuple(target.shape) == tuple(pred.shape),
+            f"mse_forward: pred and target must both be (N,), got {tuple(pred.shape)} and {tuple(target.shape)}")
+    diff = pred - target.astype(pred.dtype)
+    return (diff * diff).mean(), diff
+
+
+def mse_backward(dloss, cache):
+    """dpred = 2 (pred - target) / N."""
+    diff = cache
+    return diff * (2.0 * dloss / diff.shape[0])

@@ -1,0 +1,157 @@
+"""The GLUE tasks' files as the benchmark distributes them, read into examples.
+
+Each task is a folder of tab-separated files (``train.tsv``, ``dev.tsv``, ``test.tsv``; MNLI has a
+matched and a mismatched dev and test).  Every file has a header line naming its columns but CoLA's
+training and dev files, which have none (source, label, the original mark, sentence).  A file is
+split on tabs alone, with no quoting, as google-research/bert's ``run_classifier.py`` reads it.
+
+A line that cannot be an example (too few columns, a label not in the task's set, a score that is
+not a number from 0 to 5), a file that is missing or holds no example: ``TaskDataError``, one line
+naming the file, the line and the column.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+class TaskDataError(ValueError):
+    """A task's file cannot be read as the task's format; the message names file, line and column."""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where a split's fields are: by header name, or by position in a file without a header."""
+    text_a: str | int
+    text_b: str | int | None = None
+    label: str | int | None = None          # None: a test split, without labels
+    index: str | int | None = None          # the id GLUE's submission format wants, in a test split
+    header: bool = True
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    labels: tuple | None                    # the label set, in the order of the model's outputs; None: regression
+    metrics: tuple
+    train: Columns
+    test: Columns
+    dev_files: tuple = ("dev",)
+    test_files: tuple = ("test",)
+    submission: tuple = ()                  # GLUE's file name for each test file's predictions
+
+
+PAIR = dict(text_a="sentence1", text_b="sentence2")
+TASKS = {t.name: t for t in (
+    Task("cola", ("0", "1"), ("matthews",), Columns(text_a=3, label=1, header=False),
+         Columns(text_a="sentence", index="index"), submission=("CoLA",)),
+    Task("sst2", ("0", "1"), ("accuracy",), Columns(text_a="sentence", label="label"),
+         Columns(text_a="sentence", index="index"), submission=("SST-2",)),
+    Task("mrpc", ("0", "1"), ("f1", "accuracy"), Columns("#1 String", "#2 String", "Quality"),
+         Columns("#1 String", "#2 String", index="index"), submission=("MRPC",)),
+    Task("stsb", None, ("pearson", "spearman"), Columns(**PAIR, label="score"),
+         Columns(**PAIR, index="index"), submission=("STS-B",)),
+    Task("qqp", ("0", "1"), ("f1", "accuracy"), Columns("question1", "question2", "is_duplicate"),
+         Columns("question1", "question2", index="id"), submission=("QQP",)),
+    Task("mnli", ("contradiction", "entailment", "neutral"), ("accuracy",), Columns(**PAIR, label="gold_label"),
+         Columns(**PAIR, index="index"), dev_files=("dev_matched", "dev_mismatched"),
+         test_files=("test_matched", "test_mismatched"), submission=("MNLI-m", "MNLI-mm")),
+    Task("qnli", ("entailment", "not_entailment"), ("accuracy",), Columns("question", "sentence", "label"),
+         Columns("question", "sentence", index="index"), submission=("QNLI",)),
+    Task("rte", ("entailment", "not_entailment"), ("accuracy",), Columns(**PAIR, label="label"),
+         Columns(**PAIR, index="index"), submission=("RTE",)),
+    Task("wnli", ("0", "1"), ("accuracy",), Columns(**PAIR, label="label"),
+         Columns(**PAIR, index="index"), submission=("WNLI",)),
+)}
+ALIASES = {"sst-2": "sst2", "sts-b": "stsb"}
+
+
+@dataclass
+class Examples:
+    """One split: the texts, the labels (class numbers, or scores for a regression; None in a test
+    split) and, in a test split, the ids its predictions are written under."""
+    text_a: list
+    text_b: list | None
+    labels: np.ndarray | None
+    ids: list | None
+    source: str
+
+
+def task(name: str) -> Task:
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in TASKS:
+        raise TaskDataError(f"no GLUE task {name!r}; the tasks: {', '.join(TASKS)} (or custom)")
+    return TASKS[key]
+
+
+def read_split(t: Task, path: Path, test: bool = False) -> Examples:
+    """The examples of one of task ``t``'s files."""
+    columns = t.test if test else t.train
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        raise TaskDataError(f"{path}: not found ({t.name} reads {', '.join(_files(t))} from its folder)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskDataError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    first = 1 if columns.header else 0
+    header = lines[0].split("\t") if columns.header and lines else []
+    where = {k: _position(getattr(columns, k), header, path) for k in ("text_a", "text_b", "label", "index")}
+    needed = 1 + max(p for p in where.values() if p is not None)
+    out = Examples([], [] if where["text_b"] is not None else None, None, [] if where["index"] is not None else None,
+                   str(path))
+    labels = []
+    for number, line in enumerate(lines[first:], start=first + 1):
+        fields = line.split("\t")
+        if len(fields) < needed:
+            raise TaskDataError(f"{path}, line {number}: {len(fields)} column{'s' * (len(fields) != 1)}, where "
+                                f"{t.name}'s format has at least {needed} (tab-separated)")
+        out.text_a.append(fields[where["text_a"]])
+        if out.text_b is not None:
+            out.text_b.append(fields[where["text_b"]])
+        if out.ids is not None:
+            out.ids.append(fields[where["index"]])
+        if where["label"] is not None:
+            labels.append(_label(t, fields[where["label"]], f"{path}, line {number}, column "
+                                 f"{_name(columns.label)}"))
+    if not out.text_a:
+        raise TaskDataError(f"{path}: no examples" + (" below its header line" if columns.header else ""))
+    if where["label"] is not None:
+        out.labels = np.array(labels, dtype=np.float64 if t.labels is None else np.int64)
+    return out
+
+
+def _files(t: Task) -> list[str]:
+    return [f"{n}.tsv" for n in ("train", *t.dev_files, *t.test_files)]
+
+
+def _position(column, header: list, path: Path) -> int | None:
+    if column is None or isinstance(column, int):
+        return column
+    if column not in header:
+        raise TaskDataError(f"{path}, line 1: no column {column!r} in the header ({', '.join(map(repr, header))})")
+    return header.index(column)
+
+
+def _name(column) -> str:
+    return repr(column) if isinstance(column, str) else f"{column + 1}"
+
+
+def _label(t: Task, text: str, where: str):
+    if t.labels is None:
+        try:
+            score = float(text)
+        except ValueError:
+            score = math.nan
+        if not 0.0 <= score <= 5.0:
+            raise TaskDataError(f"{where}: {text!r} is not a similarity score from 0 to 5")
+        return score
+    if text not in t.labels:
+        raise TaskDataError(f"{where}: {text!r} is not one of {t.name}'s labels ({', '.join(t.labels)})")
+    return t.labels.index(text)
