@@ -12,6 +12,7 @@ import sys
 from dataclasses import fields
 
 from .accel import num_threads
+from .finetune import command as finetune_command
 from .train import TrainArgs, dist, dist_exit, doctor
 from .train.errors import AgreedError
 from .train.signals import STOP_SIGNALS, guarded_output, honoured, stop_requested
@@ -193,6 +194,7 @@ def main(argv=None) -> int:
     f.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
 
     doctor.add_command(sub)
+    finetune_command.add_command(sub)
     dm = sub.add_parser("demo", help="a short pre-training run on the built-in corpus (make demo)",
                         description="Train a tiny BERT from scratch on the built-in corpus in a few minutes "
                                     "on a laptop CPU, then show held-out numbers against their baselines, "
@@ -322,6 +324,8 @@ def _dispatch(ns) -> int:
         return doctor.after_pretrain(result, status)   # and the doctor's one line
     if ns.command == "doctor":
         return doctor.command(ns)
+    if ns.command == "finetune":
+        return finetune_command.command(ns)
     if ns.command == "train-tokenizer":
         from .commands import train_tokenizer
         return train_tokenizer(ns)

@@ -83,7 +83,7 @@ class Examples:
 def task(name: str) -> Task:
     key = ALIASES.get(name.lower(), name.lower())
     if key not in TASKS:
-        raise TaskDataError(f"no GLUE task {name!r}; the tasks: {', '.join(TASKS)} (or custom)")
+        raise TaskDataError(f"no GLUE task {name!r}; the tasks: {', '.join(TASKS)}")
     return TASKS[key]
 
 

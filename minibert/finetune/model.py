@@ -8,7 +8,9 @@ mean squared error against the score.  The dropout is the encoder's ``hidden_dro
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +34,7 @@ class BertForSequenceClassification(BertModel):
     after a forward with labels fills ``self.params.grads``.  New: training mode; loaded: inference."""
 
     prefix = "bert."
+    head_prefixes = ("cls.", CLASSIFIER + ".")
     training = True
 
     def __init__(self, config, num_labels: int = 2, **kwargs):
@@ -97,3 +100,19 @@ class BertForSequenceClassification(BertModel):
         B, T = caches["shape"]
         dh = self.xp.zeros((B, T, self.config.hidden_size), dtype=self.dtype)
         self._encode_backward(dh, dpooled, caches)
+
+    def save_pretrained(self, directory, labels=None) -> None:
+        """Hugging Face's format, as transformers' ``BertForSequenceClassification`` reads it: config.json
+        names that class and the labels (``labels``: their names in the order of the logits; the default
+        LABEL_0 ...), and a regression's ``problem_type``."""
+        super().save_pretrained(directory)
+        path = Path(directory) / "config.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(self.num_labels)]
+        if len(names) != self.num_labels:
+            raise ValueError(f"labels names {len(names)} labels for a model of {self.num_labels} outputs")
+        config.update(architectures=["BertForSequenceClassification"],
+                      id2label={str(k): n for k, n in enumerate(names)}, label2id={n: k for k, n in enumerate(names)})
+        if self.num_labels == 1:
+            config["problem_type"] = "regression"
+        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")

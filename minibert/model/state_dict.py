@@ -11,12 +11,13 @@ from .inputs import check_flag, host_array
 LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}   # LayerNorm in the original BERT
 
 
-def canonical_name(prefix, key):
-    """``key`` as the model names it: ``bert.`` as ``prefix`` says, LayerNorm gamma/beta as weight/bias."""
+def canonical_name(prefix, key, heads=("cls.",)):
+    """``key`` as the model names it: ``bert.`` as ``prefix`` says (not on a head's name, which starts with one
+    of ``heads``), LayerNorm gamma/beta as weight/bias."""
     for old, new in LEGACY_SUFFIXES.items():
         if key.endswith("LayerNorm" + old):
             key = key[: -len(old)] + new
-    if prefix and not key.startswith(prefix) and not key.startswith("cls."):
+    if prefix and not key.startswith(prefix) and not key.startswith(heads):
         return prefix + key
     if not prefix and key.startswith("bert."):
         return key[len("bert."):]
@@ -48,7 +49,8 @@ def _read(model, state, own, tied):
     """Every entry of ``state`` sorted out: values, tied aliases, unknown keys, problems, names given."""
     values, aliases, unknown, bad, given = {}, {}, [], [], {}
     for key, value in state.items():
-        name = canonical_name(model.prefix, str(key))
+        # a head's names have no "bert." prefix: the pre-training heads' "cls.", a classifier's own
+        name = canonical_name(model.prefix, str(key), getattr(model, "head_prefixes", ("cls.",)))
         if name in given:
             bad.append(f"{key} repeats {given[name]!r} (the same parameter)")
             continue

@@ -1,0 +1,121 @@
+"""``minibert finetune``: a pre-trained BERT fine-tuned on a GLUE task, with BERT's recipe.
+
+Writes into ``--out``: ``metrics.jsonl`` (each step's loss, each epoch's development metrics),
+``results.json`` (the settings, the final development metrics, what of the model was new),
+``predictions/`` (the test files' predictions in GLUE's submission format, where the task folder has
+test files) and ``model/`` (the fine-tuned model with its vocab.txt, in Hugging Face's format).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import glue
+from .features import encode
+from .load import load
+from .train import Recipe, predict, scores, train
+
+HELP = ("Fine-tune a pre-trained BERT on a GLUE task with BERT's recipe. Writes metrics.jsonl, results.json, "
+        "the test files' predictions in GLUE's submission format (predictions/) and the model (model/) into --out.")
+EXAMPLES = """\
+examples:
+  minibert finetune --task sst2 --model runs/mini --data-dir ~/glue_data/SST-2 --out runs/mini-sst2
+  minibert finetune --task mrpc --model ~/models/bert-base-uncased --data-dir ~/glue_data --lr 3e-5 --epochs 3
+"""
+# the folder names of GLUE's own download, for a --data-dir that holds every task
+GLUE_FOLDERS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI",
+                "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+
+
+def add_command(sub) -> None:
+    import argparse
+
+    d = Recipe()
+    p = sub.add_parser("finetune", help="fine-tune a pre-trained BERT on a GLUE task", description=HELP,
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, help=f"one of {', '.join(glue.TASKS)}")
+    p.add_argument("--model", required=True, type=Path,
+                   help="a minibert run folder, or a BERT model folder (config.json, model.safetensors, vocab.txt)")
+    p.add_argument("--data-dir", required=True, type=Path,
+                   help="the task's folder (train.tsv, dev.tsv, ...), or GLUE's download holding it (SST-2/, ...)")
+    p.add_argument("--out", required=True, type=Path, help="the folder to write the results into")
+    p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="(default: %(default)s)")
+    p.add_argument("--epochs", type=int, default=d.epochs, help="(default: %(default)s)")
+    p.add_argument("--max-seq-length", type=int, default=128, help="(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed, help="fixes the new weights, the order and dropout")
+
+
+def task_folder(t: glue.Task, data_dir: Path) -> Path:
+    if (data_dir / "train.tsv").is_file():
+        return data_dir
+    inside = data_dir / GLUE_FOLDERS[t.name]
+    if (inside / "train.tsv").is_file():
+        return inside
+    raise FileNotFoundError(f"--data-dir {data_dir}: no train.tsv there or in {inside.name}/; put {t.name}'s "
+                            f"files ({', '.join(glue._files(t))}) in it")
+
+
+def command(ns) -> int:
+    t = glue.task(ns.task)
+    for name in ("batch_size", "epochs", "max_seq_length"):
+        if getattr(ns, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be 1 or more, not {getattr(ns, name)}")
+    if not (0 < ns.lr < 1):
+        raise ValueError(f"--lr must be a number between 0 and 1, not {ns.lr}")
+    folder = task_folder(t, ns.data_dir)
+    train_set = glue.read_split(t, folder / "train.tsv")
+    devs = {name: glue.read_split(t, folder / f"{name}.tsv") for name in t.dev_files}
+    tests = {name: glue.read_split(t, folder / f"{name}.tsv", test=True) for name in t.test_files
+             if (folder / f"{name}.tsv").is_file()}
+    model, tokenizer, note = load(ns.model, 1 if t.labels is None else len(t.labels), seed=ns.seed)
+    print(f"minibert finetune: {t.name}, {len(train_set.text_a)} training examples; {note}", flush=True)
+    recipe = Recipe(lr=ns.lr, batch_size=ns.batch_size, epochs=ns.epochs, seed=ns.seed)
+    features = encode(tokenizer, train_set, ns.max_seq_length)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    with open(ns.out / "metrics.jsonl", "w", encoding="utf-8") as log:
+        losses = _train_with_progress(model, features, tokenizer.pad_id, recipe, log)
+        results = {}
+        for name, dev in devs.items():
+            logits = predict(model, encode(tokenizer, dev, ns.max_seq_length), tokenizer.pad_id)
+            results[name] = scores(t, logits, dev.labels)
+            log.write(json.dumps({"split": name, **results[name]}) + "\n")
+    for name, test in tests.items():
+        _write_predictions(t, name, predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id),
+                           test.ids, ns.out / "predictions")
+    model.save_pretrained(ns.out / "model", labels=t.labels or ["score"])
+    tokenizer.write_vocab_file(ns.out / "model" / "vocab.txt")
+    (ns.out / "results.json").write_text(json.dumps({
+        "task": t.name, "model": str(ns.model), "new_weights": note, "recipe": recipe.__dict__,
+        "max_seq_length": ns.max_seq_length, "truncated_examples": features.truncated,
+        "final_loss": losses[-1], "dev": results}, indent=1) + "\n", encoding="utf-8")
+    for name, r in results.items():
+        print(f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items()))
+    return 0
+
+
+def _train_with_progress(model, features, pad_id, recipe, log):
+    from tqdm import tqdm
+
+    total, _ = recipe.steps(len(features))
+    with tqdm(total=total, desc="fine-tuning", unit="step", file=sys.stderr, disable=None) as bar:
+        def on_step(step, loss):
+            log.write(json.dumps({"step": step, "loss": loss}) + "\n")
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}")
+        return train(model, features, pad_id, recipe, on_step)
+
+
+def _write_predictions(t: glue.Task, name: str, logits: np.ndarray, ids: list, folder: Path) -> None:
+    """GLUE's submission format: ``index<TAB>prediction`` per line, a label's name (a score for STS-B)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    file = t.submission[t.test_files.index(name)] + ".tsv"
+    if t.labels is None:
+        shown = [f"{min(max(float(v), 0.0), 5.0):.3f}" for v in logits[:, 0]]
+    else:
+        shown = [t.labels[k] for k in logits.argmax(axis=1)]
+    (folder / file).write_text("index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(ids, shown)),
+                               encoding="utf-8")

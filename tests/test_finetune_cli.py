@@ -1,0 +1,130 @@
+"""``minibert finetune`` end to end: a small pre-trained model (written here) fine-tuned on task folders in
+GLUE's layout (SST-2 and STS-B made here; MNLI's two dev and two test files), its outputs (metrics.jsonl,
+results.json, GLUE's submission files, a model transformers loads), and hostile input in one line."""
+import json
+
+import numpy as np
+import pytest
+
+import minibert as mb
+from minibert.cli import main
+
+WORDS = ["the", "film", "was", "a", "story", "of", "people", "and", "it", "is", "good", "bad"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """A small BERT in Hugging Face's format with its vocab.txt, as `minibert pretrain` exports one."""
+    folder = tmp_path_factory.mktemp("model")
+    config = mb.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=64)
+    mb.BertForPreTraining(config, seed=2).save_pretrained(folder)
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return folder
+
+
+def sentences(rng, n):
+    out = []
+    for _ in range(n):
+        y = int(rng.integers(0, 2))
+        words = list(rng.choice(WORDS[:10], int(rng.integers(3, 9))))
+        words.insert(int(rng.integers(0, len(words) + 1)), "good" if y else "bad")
+        out.append((" ".join(words), y))
+    return out
+
+
+def sst2_folder(root, rng, bad_line=None):
+    folder = root / "SST-2"
+    folder.mkdir(parents=True)
+    for split, n in (("train", 320), ("dev", 200)):
+        lines = [f"{s}\t{y}" for s, y in sentences(rng, n)]
+        if bad_line and split == "train":
+            lines[bad_line - 2] = "a film\tpositive"
+        (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
+    (folder / "test.tsv").write_text("index\tsentence\n" + "".join(f"{i}\t{s}\n" for i, (s, _) in
+                                                                   enumerate(sentences(rng, 7))))
+    return folder
+
+
+def test_sst2_in_glues_layout_learned_with_every_output(pretrained, tmp_path, rng, capsys):
+    sst2_folder(tmp_path / "glue_data", rng)
+    out = tmp_path / "out"
+    assert main(["finetune", "--task", "SST-2", "--model", str(pretrained), "--data-dir", str(tmp_path / "glue_data"),
+                 "--out", str(out), "--lr", "1e-3", "--epochs", "4", "--batch-size", "16", "--seed", "5"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["dev"]["dev"]["accuracy"] > 0.95 and results["new_weights"].endswith("classifier")
+    assert "dev: accuracy" in capsys.readouterr().out
+    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "step" in r] == list(range(1, 4 * 20 + 1))
+    assert log[-1]["split"] == "dev"
+    predictions = (out / "predictions" / "SST-2.tsv").read_text().splitlines()
+    assert predictions[0] == "index\tprediction" and len(predictions) == 8
+    assert all(line.split("\t")[1] in ("0", "1") for line in predictions[1:])
+
+    torch = pytest.importorskip("torch", reason="transformers loads the fine-tuned model: torch==2.13.0")
+    transformers = pytest.importorskip("transformers", reason="transformers loads the fine-tuned model")
+    hf = transformers.BertForSequenceClassification.from_pretrained(out / "model").eval()
+    assert hf.config.id2label == {0: "0", 1: "1"}
+    ours, _, note = __import__("minibert.finetune.load", fromlist=["load"]).load(out, 2)
+    assert note == "every weight from the checkpoint"
+    ids = np.array([[2, 5, 6, 7, 15, 3]])
+    with torch.no_grad():
+        ref = hf(torch.from_numpy(ids)).logits.numpy()
+    np.testing.assert_allclose(ours.forward(ids, train=False).logits, ref, atol=1e-5)
+
+
+def test_stsb_a_regression_and_mnli_with_two_dev_and_two_test_files(pretrained, tmp_path, rng):
+    sts = tmp_path / "sts"
+    sts.mkdir()
+    head = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+    rows = [(s1, s2, 5.0 * rng.random()) for (s1, _), (s2, _) in zip(sentences(rng, 40), sentences(rng, 40))]
+    for split in ("train", "dev"):
+        (sts / f"{split}.tsv").write_text(head + "\tscore\n" + "".join(
+            f"{i}\tg\tf\ty\to\ts\ts\t{a}\t{b}\t{score:.3f}\n" for i, (a, b, score) in enumerate(rows)))
+    (sts / "test.tsv").write_text(head + "\n" + "".join(f"{i}\tg\tf\ty\to\ts\ts\t{a}\t{b}\n"
+                                                       for i, (a, b, _) in enumerate(rows[:5])))
+    assert main(["finetune", "--task", "stsb", "--model", str(pretrained), "--data-dir", str(sts),
+                 "--out", str(tmp_path / "o1"), "--epochs", "1", "--batch-size", "16"]) == 0
+    dev = json.loads((tmp_path / "o1" / "results.json").read_text())["dev"]["dev"]
+    assert set(dev) == {"pearson", "spearman"}
+    scores = [float(line.split("\t")[1]) for line in (tmp_path / "o1/predictions/STS-B.tsv").read_text().splitlines()[1:]]
+    assert len(scores) == 5 and all(0 <= s <= 5 for s in scores)
+
+    mnli = tmp_path / "mnli"
+    mnli.mkdir()
+    head = "index\tpromptID\tpairID\tgenre\tp1\tp2\tq1\tq2\tsentence1\tsentence2"
+    labels = ("contradiction", "entailment", "neutral")
+    for split, extra in (("train", "\tlabel1\tgold_label"), ("dev_matched", "\tgold_label"),
+                         ("dev_mismatched", "\tgold_label")):
+        (mnli / f"{split}.tsv").write_text(head + extra + "\n" + "".join(
+            f"{i}\tp\tq\tg\ta\tb\tc\td\t{a}\t{b}" + (f"\t{labels[i % 3]}" * extra.count("\t")) + "\n"
+            for i, ((a, _), (b, _)) in enumerate(zip(sentences(rng, 30), sentences(rng, 30)))))
+    for split in ("test_matched", "test_mismatched"):
+        (mnli / f"{split}.tsv").write_text(head + "\n" + "0\tp\tq\tg\ta\tb\tc\td\tthe film\tit was\n")
+    assert main(["finetune", "--task", "mnli", "--model", str(pretrained), "--data-dir", str(mnli),
+                 "--out", str(tmp_path / "o2"), "--epochs", "1"]) == 0
+    assert set(json.loads((tmp_path / "o2" / "results.json").read_text())["dev"]) == {"dev_matched", "dev_mismatched"}
+    for name in ("MNLI-m.tsv", "MNLI-mm.tsv"):
+        line = (tmp_path / "o2" / "predictions" / name).read_text().splitlines()[1]
+        assert line.split("\t")[0] == "0" and line.split("\t")[1] in labels
+
+
+def test_hostile_input_is_one_line(pretrained, tmp_path, rng, capsys):
+    sst2_folder(tmp_path / "bad", rng, bad_line=5)
+    common = ["--out", str(tmp_path / "o")]
+    cases = [
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "bad")],
+         "SST-2/train.tsv, line 5, column 'label': 'positive' is not one of sst2's labels (0, 1)"),
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "none")],
+         "no train.tsv there or in SST-2/"),
+        (["--task", "squad", "--model", str(pretrained), "--data-dir", str(tmp_path)], "no GLUE task 'squad'"),
+        (["--task", "sst2", "--model", str(tmp_path / "nomodel"), "--data-dir", str(tmp_path / "bad")], None),
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "bad"), "--epochs", "0"],
+         "--epochs must be 1 or more"),
+    ]
+    for args, says in cases:
+        assert main(["finetune", *args, *common]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("minibert finetune: error: ")
+        assert says is None or says in err, err
