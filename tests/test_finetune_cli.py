@@ -51,12 +51,12 @@ def test_sst2_in_glues_layout_learned_with_every_output(pretrained, tmp_path, rn
     sst2_folder(tmp_path / "glue_data", rng)
     out = tmp_path / "out"
     assert main(["finetune", "--task", "SST-2", "--model", str(pretrained), "--data-dir", str(tmp_path / "glue_data"),
-                 "--out", str(out), "--lr", "1e-3", "--epochs", "4", "--batch-size", "16", "--seed", "5"]) == 0
+                 "--out", str(out), "--lr", "2e-3", "--epochs", "6", "--batch-size", "16", "--seed", "5"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["dev"]["dev"]["accuracy"] > 0.95 and results["new_weights"].endswith("classifier")
     assert "dev: accuracy" in capsys.readouterr().out
     log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log if "step" in r] == list(range(1, 4 * 20 + 1))
+    assert [r["step"] for r in log if "step" in r] == list(range(1, 6 * 20 + 1))
     assert log[-1]["split"] == "dev"
     predictions = (out / "predictions" / "SST-2.tsv").read_text().splitlines()
     assert predictions[0] == "index\tprediction" and len(predictions) == 8
@@ -128,3 +128,35 @@ def test_hostile_input_is_one_line(pretrained, tmp_path, rng, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and err.startswith("minibert finetune: error: ")
         assert says is None or says in err, err
+
+
+def test_a_custom_csv_task_with_named_columns(pretrained, tmp_path, rng):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    for split, n in (("train", 320), ("dev", 100)):
+        rows = "".join(f'{i},"{s}, really",{"pos" if y else "neg"}\n' for i, (s, y) in enumerate(sentences(rng, n)))
+        (folder / f"{split}.csv").write_text("id,review,stars\n" + rows)
+    (folder / "test.csv").write_text('id,review\n17,"the film, it was good"\n')
+    out = tmp_path / "out"
+    assert main(["finetune", "--task", "custom", "--text-a", "review", "--label", "stars", "--id", "id",
+                 "--model", str(pretrained), "--data-dir", str(folder), "--out", str(out), "--lr", "2e-3",
+                 "--epochs", "6", "--batch-size", "16", "--seed", "5"]) == 0
+    dev = json.loads((out / "results.json").read_text())["dev"]["dev"]
+    assert set(dev) == {"accuracy", "f1"} and dev["accuracy"] > 0.95
+    assert (out / "predictions" / "custom.tsv").read_text().splitlines()[1].split("\t") == ["17", "pos"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--text-a", "review"], "--task custom needs --text-a COLUMN and --label COLUMN"),
+    (["--text-a", "review", "--label", "stars", "--labels", "neg"], "two or more distinct names"),
+    (["--text-a", "words", "--label", "stars"], "line 1: no column 'words' in the header"),
+    (["--text-a", "review", "--label", "stars", "--labels", "neg,pos"], "train.csv, line 3, column 'stars': "
+                                                                        "'meh' is not one of custom's labels"),
+])
+def test_a_custom_task_refused_in_one_line(pretrained, tmp_path, capsys, args, says):
+    (tmp_path / "train.csv").write_text('review,stars\n"good, yes",pos\nso so,meh\n')
+    (tmp_path / "dev.csv").write_text('review,stars\nbad,neg\n')
+    assert main(["finetune", "--task", "custom", *args, "--model", str(pretrained), "--data-dir", str(tmp_path),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err

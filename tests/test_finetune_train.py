@@ -41,7 +41,9 @@ def test_a_separable_task_is_learned_and_its_shuffled_labels_are_not(rng, shuffl
     tok = WordPieceTokenizer(VOCAB)
     train_set, dev = sst2_like(rng, 512, shuffled), sst2_like(rng, 400)
     model = small_model()
-    recipe = Recipe(lr=1e-3, batch_size=32, epochs=4, seed=1)           # from random weights: a larger rate
+    # from random weights: a larger rate and more steps (2e-3 and 96 steps learn it from each of 5 seeds tried;
+    # 1e-3 and 64 steps from 1 of 5)
+    recipe = Recipe(lr=2e-3, batch_size=32, epochs=6, seed=1)
     train(model, encode(tok, train_set, 32), tok.pad_id, recipe)
     dev_features = encode(tok, dev, 32)
     accuracy = scores(glue.task("sst2"), predict(model, dev_features, tok.pad_id), dev.labels)["accuracy"]

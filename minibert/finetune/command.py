@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from . import glue
+from .custom import custom_task
 from .features import encode
 from .load import load
 from .train import Recipe, predict, scores, train
@@ -36,7 +37,7 @@ def add_command(sub) -> None:
     d = Recipe()
     p = sub.add_parser("finetune", help="fine-tune a pre-trained BERT on a GLUE task", description=HELP,
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, help=f"one of {', '.join(glue.TASKS)}")
+    p.add_argument("--task", required=True, help=f"one of {', '.join(glue.TASKS)}, or custom (below)")
     p.add_argument("--model", required=True, type=Path,
                    help="a minibert run folder, or a BERT model folder (config.json, model.safetensors, vocab.txt)")
     p.add_argument("--data-dir", required=True, type=Path,
@@ -47,10 +48,17 @@ def add_command(sub) -> None:
     p.add_argument("--epochs", type=int, default=d.epochs, help="(default: %(default)s)")
     p.add_argument("--max-seq-length", type=int, default=128, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed, help="fixes the new weights, the order and dropout")
+    c = p.add_argument_group("--task custom: a folder of train, dev (and test) files, .tsv or .csv, with a header")
+    c.add_argument("--text-a", help="the text's column")
+    c.add_argument("--text-b", help="the second text's column, for a pair task")
+    c.add_argument("--label", help="the label's column")
+    c.add_argument("--labels", help="the class names in order, comma-separated (default: the training file's)")
+    c.add_argument("--regression", action="store_true", help="the label is a number to predict")
+    c.add_argument("--id", help="the test file's id column (default: its line numbers)")
 
 
 def task_folder(t: glue.Task, data_dir: Path) -> Path:
-    if (data_dir / "train.tsv").is_file():
+    if (data_dir / f"train{t.suffix}").is_file() or t.name == "custom":
         return data_dir
     inside = data_dir / GLUE_FOLDERS[t.name]
     if (inside / "train.tsv").is_file():
@@ -60,17 +68,20 @@ def task_folder(t: glue.Task, data_dir: Path) -> Path:
 
 
 def command(ns) -> int:
-    t = glue.task(ns.task)
+    if ns.task.lower() == "custom":
+        t = custom_task(ns.data_dir, ns.text_a, ns.text_b, ns.label, ns.labels, ns.regression, ns.id)
+    else:
+        t = glue.task(ns.task)
     for name in ("batch_size", "epochs", "max_seq_length"):
         if getattr(ns, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be 1 or more, not {getattr(ns, name)}")
     if not (0 < ns.lr < 1):
         raise ValueError(f"--lr must be a number between 0 and 1, not {ns.lr}")
     folder = task_folder(t, ns.data_dir)
-    train_set = glue.read_split(t, folder / "train.tsv")
-    devs = {name: glue.read_split(t, folder / f"{name}.tsv") for name in t.dev_files}
-    tests = {name: glue.read_split(t, folder / f"{name}.tsv", test=True) for name in t.test_files
-             if (folder / f"{name}.tsv").is_file()}
+    train_set = glue.read_split(t, folder / f"train{t.suffix}")
+    devs = {name: glue.read_split(t, folder / f"{name}{t.suffix}") for name in t.dev_files}
+    tests = {name: glue.read_split(t, folder / f"{name}{t.suffix}", test=True) for name in t.test_files
+             if (folder / f"{name}{t.suffix}").is_file()}
     model, tokenizer, note = load(ns.model, 1 if t.labels is None else len(t.labels), seed=ns.seed)
     print(f"minibert finetune: {t.name}, {len(train_set.text_a)} training examples; {note}", flush=True)
     recipe = Recipe(lr=ns.lr, batch_size=ns.batch_size, epochs=ns.epochs, seed=ns.seed)
@@ -85,7 +96,7 @@ def command(ns) -> int:
             log.write(json.dumps({"split": name, **results[name]}) + "\n")
     for name, test in tests.items():
         _write_predictions(t, name, predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id),
-                           test.ids, ns.out / "predictions")
+                           test.ids or list(range(len(test.text_a))), ns.out / "predictions")
     model.save_pretrained(ns.out / "model", labels=t.labels or ["score"])
     tokenizer.write_vocab_file(ns.out / "model" / "vocab.txt")
     (ns.out / "results.json").write_text(json.dumps({
@@ -114,7 +125,8 @@ def _write_predictions(t: glue.Task, name: str, logits: np.ndarray, ids: list, f
     folder.mkdir(parents=True, exist_ok=True)
     file = t.submission[t.test_files.index(name)] + ".tsv"
     if t.labels is None:
-        shown = [f"{min(max(float(v), 0.0), 5.0):.3f}" for v in logits[:, 0]]
+        low, high = t.score_range or (-np.inf, np.inf)
+        shown = [f"{min(max(float(v), low), high):.3f}" for v in logits[:, 0]]
     else:
         shown = [t.labels[k] for k in logits.argmax(axis=1)]
     (folder / file).write_text("index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(ids, shown)),

@@ -3,7 +3,8 @@
 Each task is a folder of tab-separated files (``train.tsv``, ``dev.tsv``, ``test.tsv``; MNLI has a
 matched and a mismatched dev and test).  Every file has a header line naming its columns but CoLA's
 training and dev files, which have none (source, label, the original mark, sentence).  A file is
-split on tabs alone, with no quoting, as google-research/bert's ``run_classifier.py`` reads it.
+split on tabs alone, with no quoting, as google-research/bert's ``run_classifier.py`` reads it (a
+lecturer's own task, ``custom.py``, may be a CSV file, read with its quoting).
 
 A line that cannot be an example (too few columns, a label not in the task's set, a score that is
 not a number from 0 to 5), a file that is missing or holds no example: ``TaskDataError``, one line
@@ -11,6 +12,8 @@ naming the file, the line and the column.
 """
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +45,8 @@ class Task:
     dev_files: tuple = ("dev",)
     test_files: tuple = ("test",)
     submission: tuple = ()                  # GLUE's file name for each test file's predictions
+    score_range: tuple | None = (0.0, 5.0)  # a regression's scores (STS-B's: 0 to 5); None: any number
+    suffix: str = ".tsv"
 
 
 PAIR = dict(text_a="sentence1", text_b="sentence2")
@@ -90,28 +95,19 @@ def task(name: str) -> Task:
 def read_split(t: Task, path: Path, test: bool = False) -> Examples:
     """The examples of one of task ``t``'s files."""
     columns = t.test if test else t.train
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            lines = f.read().split("\n")
-    except FileNotFoundError:
-        raise TaskDataError(f"{path}: not found ({t.name} reads {', '.join(_files(t))} from its folder)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskDataError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
-    if lines and lines[-1] == "":
-        lines.pop()
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    rows = _rows(t, path)
     first = 1 if columns.header else 0
-    header = lines[0].split("\t") if columns.header and lines else []
+    header = rows[0][1] if columns.header and rows else []
     where = {k: _position(getattr(columns, k), header, path) for k in ("text_a", "text_b", "label", "index")}
     needed = 1 + max(p for p in where.values() if p is not None)
     out = Examples([], [] if where["text_b"] is not None else None, None, [] if where["index"] is not None else None,
                    str(path))
     labels = []
-    for number, line in enumerate(lines[first:], start=first + 1):
-        fields = line.split("\t")
+    for number, fields in rows[first:]:
         if len(fields) < needed:
             raise TaskDataError(f"{path}, line {number}: {len(fields)} column{'s' * (len(fields) != 1)}, where "
-                                f"{t.name}'s format has at least {needed} (tab-separated)")
+                                f"{t.name}'s format has at least {needed}"
+                                + (" (tab-separated)" if t.suffix == ".tsv" else ""))
         out.text_a.append(fields[where["text_a"]])
         if out.text_b is not None:
             out.text_b.append(fields[where["text_b"]])
@@ -127,8 +123,37 @@ def read_split(t: Task, path: Path, test: bool = False) -> Examples:
     return out
 
 
+def _rows(t: Task, path: Path) -> list:
+    """(line number, fields) of each line of a TSV file (tabs alone, no quoting) or a CSV file (quoted
+    fields as Python's csv reads them: the number is the line a row ends on)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise TaskDataError(f"{path}: not found ({t.name} reads {', '.join(_files(t))} from its folder)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskDataError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
+    if path.suffix.lower() == ".csv":
+        reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+        try:
+            return [(reader.line_num, row) for row in reader if row]
+        except csv.Error as exc:
+            raise TaskDataError(f"{path}, line {reader.line_num}: not CSV ({exc})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [(i, (line[:-1] if line.endswith("\r") else line).split("\t")) for i, line in enumerate(lines, start=1)]
+
+
+def column_values(t: Task, path: Path, column: str) -> list:
+    """Every value of the training file's column ``column`` (by header name), as text."""
+    rows = _rows(t, path)
+    where = _position(column, rows[0][1] if rows else [], path)
+    return [fields[where] for _, fields in rows[1:] if len(fields) > where]
+
+
 def _files(t: Task) -> list[str]:
-    return [f"{n}.tsv" for n in ("train", *t.dev_files, *t.test_files)]
+    return [f"{n}{t.suffix}" for n in ("train", *t.dev_files, *t.test_files)]
 
 
 def _position(column, header: list, path: Path) -> int | None:
@@ -149,8 +174,10 @@ def _label(t: Task, text: str, where: str):
             score = float(text)
         except ValueError:
             score = math.nan
-        if not 0.0 <= score <= 5.0:
-            raise TaskDataError(f"{where}: {text!r} is not a similarity score from 0 to 5")
+        low, high = t.score_range or (-math.inf, math.inf)
+        if not (math.isfinite(score) and low <= score <= high):
+            raise TaskDataError(f"{where}: {text!r} is not " + (f"a similarity score from {low:g} to {high:g}"
+                                                               if t.score_range else "a finite number"))
         return score
     if text not in t.labels:
         raise TaskDataError(f"{where}: {text!r} is not one of {t.name}'s labels ({', '.join(t.labels)})")
