@@ -160,3 +160,37 @@ def test_a_custom_task_refused_in_one_line(pretrained, tmp_path, capsys, args, s
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err, err
+
+
+def test_the_search_runs_each_setting_with_each_seed_and_keeps_the_best(pretrained, tmp_path, rng, capsys):
+    sst2_folder(tmp_path / "glue", rng)
+    out = tmp_path / "out"
+    assert main(["finetune", "--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "glue"),
+                 "--out", str(out), "--search", "lr=2e-3,1e-5;epochs=6", "--batch-size", "16", "--seeds", "2"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    table = results["search"]
+    assert [(row["lr"], row["epochs"], [r["seed"] for r in row["runs"]]) for row in table] == \
+        [(2e-3, 6, [0, 1]), (1e-5, 6, [0, 1])]
+    for row in table:
+        values = [r["dev"]["dev"]["accuracy"] for r in row["runs"]]
+        assert row["mean"] == pytest.approx(np.mean(values)) and row["spread"] == pytest.approx(np.std(values, ddof=1))
+    assert table[0]["mean"] > 0.95 > table[1]["mean"]          # 1e-5 from random weights learns nothing
+    assert results["recipe"]["lr"] == 2e-3 and results["dev"]["dev"]["accuracy"] == max(
+        r["dev"]["dev"]["accuracy"] for r in table[0]["runs"])
+    printed = capsys.readouterr().out
+    assert "dev accuracy (mean +- spread over 2 seeds)" in printed and "best: batch 16, lr 0.002, 6 epochs" in printed
+
+
+def test_the_whole_grid_and_its_parts():
+    from minibert.finetune.search import grid
+    from minibert.finetune.train import Recipe
+
+    full = grid("", Recipe())
+    assert len(full) == 18 and {(r.batch_size, r.lr, r.epochs) for r in full} == {
+        (b, lr, e) for b in (16, 32) for lr in (5e-5, 3e-5, 2e-5) for e in (2, 3, 4)}
+    assert [(r.lr, r.batch_size, r.epochs) for r in grid("lr=5e-5, 3e-5; epochs=4", Recipe(batch_size=8))] == \
+        [(5e-5, 8, 4), (3e-5, 8, 4)]
+    assert grid(None, Recipe(lr=1e-4)) == [Recipe(lr=1e-4)]
+    for bad in ("lr", "lr=fast", "warmup=0.2", "epochs=0", "lr=2"):
+        with pytest.raises(ValueError, match="--search"):
+            grid(bad, Recipe())

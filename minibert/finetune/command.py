@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import glue
+from . import glue, search
 from .custom import custom_task
 from .features import encode
 from .load import load
@@ -48,6 +48,11 @@ def add_command(sub) -> None:
     p.add_argument("--epochs", type=int, default=d.epochs, help="(default: %(default)s)")
     p.add_argument("--max-seq-length", type=int, default=128, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed, help="fixes the new weights, the order and dropout")
+    p.add_argument("--search", nargs="?", const="", default=None, metavar="SPEC",
+                   help="BERT's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4), or a part of it: "
+                        "\"lr=5e-5,3e-5;epochs=3\"; the best setting by the dev metric is kept")
+    p.add_argument("--seeds", type=int, default=1, help="runs per setting, seeds --seed, --seed+1, ... "
+                                                        "(default: %(default)s)")
     c = p.add_argument_group("--task custom: a folder of train, dev (and test) files, .tsv or .csv, with a header")
     c.add_argument("--text-a", help="the text's column")
     c.add_argument("--text-b", help="the second text's column, for a pair task")
@@ -68,53 +73,64 @@ def task_folder(t: glue.Task, data_dir: Path) -> Path:
 
 
 def command(ns) -> int:
-    if ns.task.lower() == "custom":
-        t = custom_task(ns.data_dir, ns.text_a, ns.text_b, ns.label, ns.labels, ns.regression, ns.id)
-    else:
-        t = glue.task(ns.task)
-    for name in ("batch_size", "epochs", "max_seq_length"):
+    t = custom_task(ns.data_dir, ns.text_a, ns.text_b, ns.label, ns.labels, ns.regression, ns.id) \
+        if ns.task.lower() == "custom" else glue.task(ns.task)
+    for name in ("batch_size", "epochs", "max_seq_length", "seeds"):
         if getattr(ns, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be 1 or more, not {getattr(ns, name)}")
     if not (0 < ns.lr < 1):
         raise ValueError(f"--lr must be a number between 0 and 1, not {ns.lr}")
+    settings = search.grid(ns.search, Recipe(lr=ns.lr, batch_size=ns.batch_size, epochs=ns.epochs, seed=ns.seed))
     folder = task_folder(t, ns.data_dir)
     train_set = glue.read_split(t, folder / f"train{t.suffix}")
     devs = {name: glue.read_split(t, folder / f"{name}{t.suffix}") for name in t.dev_files}
     tests = {name: glue.read_split(t, folder / f"{name}{t.suffix}", test=True) for name in t.test_files
              if (folder / f"{name}{t.suffix}").is_file()}
-    model, tokenizer, note = load(ns.model, 1 if t.labels is None else len(t.labels), seed=ns.seed)
+    K = 1 if t.labels is None else len(t.labels)
+    _, tokenizer, note = load(ns.model, K, seed=ns.seed)
     print(f"minibert finetune: {t.name}, {len(train_set.text_a)} training examples; {note}", flush=True)
-    recipe = Recipe(lr=ns.lr, batch_size=ns.batch_size, epochs=ns.epochs, seed=ns.seed)
     features = encode(tokenizer, train_set, ns.max_seq_length)
+    dev_features = {name: encode(tokenizer, dev, ns.max_seq_length) for name, dev in devs.items()}
     ns.out.mkdir(parents=True, exist_ok=True)
     with open(ns.out / "metrics.jsonl", "w", encoding="utf-8") as log:
-        losses = _train_with_progress(model, features, tokenizer.pad_id, recipe, log)
-        results = {}
-        for name, dev in devs.items():
-            logits = predict(model, encode(tokenizer, dev, ns.max_seq_length), tokenizer.pad_id)
-            results[name] = scores(t, logits, dev.labels)
-            log.write(json.dumps({"split": name, **results[name]}) + "\n")
+        def one_run(recipe):
+            model = load(ns.model, K, seed=recipe.seed)[0]
+            tag = {"lr": recipe.lr, "batch_size": recipe.batch_size, "epochs": recipe.epochs, "seed": recipe.seed}
+            _train_with_progress(model, features, tokenizer.pad_id, recipe, log, tag)
+            results = {name: scores(t, predict(model, f, tokenizer.pad_id), devs[name].labels)
+                       for name, f in dev_features.items()}
+            log.write("".join(json.dumps({"split": n, **tag, **r}) + "\n" for n, r in results.items()))
+            return results, model
+        first = (t.dev_files[0], t.metrics[0])
+        table, best = search.run(settings, [ns.seed + k for k in range(ns.seeds)], one_run,
+                                 lambda results: results[first[0]][first[1]])
+    model, results = best["model"], best["results"]
     for name, test in tests.items():
         _write_predictions(t, name, predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id),
                            test.ids or list(range(len(test.text_a))), ns.out / "predictions")
     model.save_pretrained(ns.out / "model", labels=t.labels or ["score"])
     tokenizer.write_vocab_file(ns.out / "model" / "vocab.txt")
     (ns.out / "results.json").write_text(json.dumps({
-        "task": t.name, "model": str(ns.model), "new_weights": note, "recipe": recipe.__dict__,
-        "max_seq_length": ns.max_seq_length, "truncated_examples": features.truncated,
-        "final_loss": losses[-1], "dev": results}, indent=1) + "\n", encoding="utf-8")
+        "task": t.name, "model": str(ns.model), "new_weights": note, "recipe": best["recipe"].__dict__,
+        "max_seq_length": ns.max_seq_length, "truncated_examples": features.truncated, "dev": results,
+        "search": table if len(table) > 1 or ns.seeds > 1 else None}, indent=1) + "\n", encoding="utf-8")
+    if len(table) > 1 or ns.seeds > 1:
+        print(search.render(table, f"{first[0]} {first[1]}"))
+        print(f"best: batch {best['recipe'].batch_size}, lr {best['recipe'].lr:g}, {best['recipe'].epochs} epochs "
+              f"(seed {best['recipe'].seed}, kept in {ns.out / 'model'})")
     for name, r in results.items():
         print(f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items()))
     return 0
 
 
-def _train_with_progress(model, features, pad_id, recipe, log):
+def _train_with_progress(model, features, pad_id, recipe, log, tag):
     from tqdm import tqdm
 
     total, _ = recipe.steps(len(features))
-    with tqdm(total=total, desc="fine-tuning", unit="step", file=sys.stderr, disable=None) as bar:
+    desc = f"lr {recipe.lr:g}, batch {recipe.batch_size}, seed {recipe.seed}"
+    with tqdm(total=total, desc=desc, unit="step", file=sys.stderr, disable=None) as bar:
         def on_step(step, loss):
-            log.write(json.dumps({"step": step, "loss": loss}) + "\n")
+            log.write(json.dumps({"step": step, **tag, "loss": loss}) + "\n")
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}")
         return train(model, features, pad_id, recipe, on_step)
