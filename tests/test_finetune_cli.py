@@ -57,7 +57,7 @@ def test_sst2_in_glues_layout_learned_with_every_output(pretrained, tmp_path, rn
     assert "dev: accuracy" in capsys.readouterr().out
     log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "step" in r] == list(range(1, 6 * 20 + 1))
-    assert log[-1]["split"] == "dev"
+    assert log[-1]["split"] == "dev" and (out / "finetune.png").stat().st_size > 10_000
     predictions = (out / "predictions" / "SST-2.tsv").read_text().splitlines()
     assert predictions[0] == "index\tprediction" and len(predictions) == 8
     assert all(line.split("\t")[1] in ("0", "1") for line in predictions[1:])

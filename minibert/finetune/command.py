@@ -1,6 +1,6 @@
 """``minibert finetune``: a pre-trained BERT fine-tuned on a GLUE task, with BERT's recipe.
 
-Writes into ``--out``: ``metrics.jsonl`` (each step's loss, each epoch's development metrics),
+Writes into ``--out``: ``metrics.jsonl`` (each step's loss, each run's development metrics), ``finetune.png``,
 ``results.json`` (the settings, the final development metrics, what of the model was new),
 ``predictions/`` (the test files' predictions in GLUE's submission format, where the task folder has
 test files) and ``model/`` (the fine-tuned model with its vocab.txt, in Hugging Face's format).
@@ -17,10 +17,12 @@ from . import glue, search
 from .custom import custom_task
 from .features import encode
 from .load import load
+from .plot import plot_finetune
 from .train import Recipe, predict, scores, train
 
 HELP = ("Fine-tune a pre-trained BERT on a GLUE task with BERT's recipe. Writes metrics.jsonl, results.json, "
-        "the test files' predictions in GLUE's submission format (predictions/) and the model (model/) into --out.")
+        "a plot (finetune.png), the test files' predictions in GLUE's submission format (predictions/) and the "
+        "model (model/) into --out.")
 EXAMPLES = """\
 examples:
   minibert finetune --task sst2 --model runs/mini --data-dir ~/glue_data/SST-2 --out runs/mini-sst2
@@ -105,6 +107,7 @@ def command(ns) -> int:
         table, best = search.run(settings, [ns.seed + k for k in range(ns.seeds)], one_run,
                                  lambda results: results[first[0]][first[1]])
     model, results = best["model"], best["results"]
+    plot_finetune(ns.out / "metrics.jsonl", first, ns.out / "finetune.png")
     for name, test in tests.items():
         _write_predictions(t, name, predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id),
                            test.ids or list(range(len(test.text_a))), ns.out / "predictions")
