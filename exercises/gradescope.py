@@ -50,7 +50,7 @@ apt-get update -qq || echo "apt-get update failed: installing from the lists the
 apt-get install -y -qq bubblewrap || echo "no bubblewrap: each submission is graded without the sandbox"
 find_python() {
     for p in python3.13 python3.12 python3.11 python3; do
-        if command -v "$p" >/dev/null && "$p" -c 'import sys, venv; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))'; then
+        if command -v "$p" >/dev/null && "$p" -c 'import sys, venv; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then
             command -v "$p"; return 0
         fi
     done

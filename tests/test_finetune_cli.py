@@ -194,3 +194,26 @@ def test_the_whole_grid_and_its_parts():
     for bad in ("lr", "lr=fast", "warmup=0.2", "epochs=0", "lr=2"):
         with pytest.raises(ValueError, match="--search"):
             grid(bad, Recipe())
+
+
+def test_without_data_dir_the_task_is_downloaded_once_into_the_data_folder(pretrained, tmp_path, rng, monkeypatch):
+    import hashlib
+    import io
+    import zipfile
+
+    from minibert.finetune import download as dl
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for split, n in (("train", 40), ("dev", 20)):
+            z.writestr(f"SST-2/{split}.tsv", "sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in sentences(rng, n)))
+    (tmp_path / "SST-2.zip").write_bytes(buffer.getvalue())
+    data = buffer.getvalue()
+    monkeypatch.setitem(dl.ZIPS, "sst2", ("SST-2", "SST-2.zip", len(data), hashlib.sha256(data).hexdigest(), "t"))
+    monkeypatch.setattr(dl, "urls", lambda t: [(tmp_path / "SST-2.zip").as_uri()])
+    monkeypatch.setenv("MINIBERT_DATA", str(tmp_path / "data"))
+    args = ["finetune", "--task", "sst2", "--model", str(pretrained), "--epochs", "1"]
+    assert main([*args, "--out", str(tmp_path / "o1")]) == 0
+    assert (tmp_path / "data" / "glue" / "SST-2" / "train.tsv").is_file()
+    (tmp_path / "SST-2.zip").unlink()                      # the second run finds the files: no download
+    assert main([*args, "--out", str(tmp_path / "o2")]) == 0

@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from . import glue, search
+from ..paths import default_data_dir
 from .custom import custom_task
+from .download import download
 from .features import encode
 from .load import load
 from .plot import plot_finetune
@@ -42,8 +44,9 @@ def add_command(sub) -> None:
     p.add_argument("--task", required=True, help=f"one of {', '.join(glue.TASKS)}, or custom (below)")
     p.add_argument("--model", required=True, type=Path,
                    help="a minibert run folder, or a BERT model folder (config.json, model.safetensors, vocab.txt)")
-    p.add_argument("--data-dir", required=True, type=Path,
-                   help="the task's folder (train.tsv, dev.tsv, ...), or GLUE's download holding it (SST-2/, ...)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="the task's folder (train.tsv, dev.tsv, ...), or GLUE's download holding it (SST-2/, ...); "
+                        "default: minibert's data folder, the task downloaded there once and checked")
     p.add_argument("--out", required=True, type=Path, help="the folder to write the results into")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="(default: %(default)s)")
@@ -64,7 +67,11 @@ def add_command(sub) -> None:
     c.add_argument("--id", help="the test file's id column (default: its line numbers)")
 
 
-def task_folder(t: glue.Task, data_dir: Path) -> Path:
+def task_folder(t: glue.Task, data_dir: Path | None) -> Path:
+    if data_dir is None:
+        glue_dir = default_data_dir() / "glue"
+        found = glue_dir / GLUE_FOLDERS[t.name]
+        return found if (found / "train.tsv").is_file() else download(t.name, glue_dir)
     if (data_dir / f"train{t.suffix}").is_file() or t.name == "custom":
         return data_dir
     inside = data_dir / GLUE_FOLDERS[t.name]

@@ -16,8 +16,10 @@ from .glue import Columns, Task, TaskDataError, column_values
 MAX_LABELS = 100          # more distinct labels than this in the training file: likely a regression
 
 
-def custom_task(folder: Path, text_a: str | None, text_b: str | None, label: str | None, labels: str | None,
+def custom_task(folder: Path | None, text_a: str | None, text_b: str | None, label: str | None, labels: str | None,
                 regression: bool, id_column: str | None) -> Task:
+    if folder is None:
+        raise TaskDataError("--task custom needs --data-dir, the folder of its train and dev files")
     if not text_a or not label:
         raise TaskDataError("--task custom needs --text-a COLUMN and --label COLUMN (and --text-b COLUMN for "
                             "a pair), the names in the files' header line")
