@@ -217,3 +217,22 @@ def test_without_data_dir_the_task_is_downloaded_once_into_the_data_folder(pretr
     assert (tmp_path / "data" / "glue" / "SST-2" / "train.tsv").is_file()
     (tmp_path / "SST-2.zip").unlink()                      # the second run finds the files: no download
     assert main([*args, "--out", str(tmp_path / "o2")]) == 0
+
+
+def test_mixed_precision_learns_the_task_too_and_a_missing_gpu_is_one_line(pretrained, tmp_path, rng, capsys):
+    sst2_folder(tmp_path / "glue", rng)
+    out = tmp_path / "out"
+    assert main(["finetune", "--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "glue"),
+                 "--out", str(out), "--lr", "2e-3", "--epochs", "6", "--batch-size", "16", "--seed", "5",
+                 "--mixed-precision"]) == 0
+    assert json.loads((out / "results.json").read_text())["dev"]["dev"]["accuracy"] > 0.95
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed here: the missing-GPU message is not what this machine gives")
+    except ImportError:
+        pass
+    capsys.readouterr()
+    assert main(["finetune", "--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "glue"),
+                 "--out", str(out), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "CuPy" in err, err

@@ -30,6 +30,7 @@ examples:
   minibert finetune --task sst2 --model runs/mini --data-dir ~/glue_data/SST-2 --out runs/mini-sst2
   minibert finetune --task mrpc --model ~/models/bert-base-uncased --data-dir ~/glue_data --lr 3e-5 --epochs 3
 """
+KERNELS = "fast"          # minibert's fast kernels, as pretrain runs: the reference ops' arithmetic, faster
 # the folder names of GLUE's own download, for a --data-dir that holds every task
 GLUE_FOLDERS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI",
                 "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
@@ -53,6 +54,9 @@ def add_command(sub) -> None:
     p.add_argument("--epochs", type=int, default=d.epochs, help="(default: %(default)s)")
     p.add_argument("--max-seq-length", type=int, default=128, help="(default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed, help="fixes the new weights, the order and dropout")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: on a GPU, with CuPy")
+    p.add_argument("--mixed-precision", action="store_true",
+                   help="float16 products with float32 weights and a loss scale, as pretrain's")
     p.add_argument("--search", nargs="?", const="", default=None, metavar="SPEC",
                    help="BERT's grid (batch 16/32 x lr 5e-5/3e-5/2e-5 x epochs 2/3/4), or a part of it: "
                         "\"lr=5e-5,3e-5;epochs=3\"; the best setting by the dev metric is kept")
@@ -96,14 +100,16 @@ def command(ns) -> int:
     tests = {name: glue.read_split(t, folder / f"{name}{t.suffix}", test=True) for name in t.test_files
              if (folder / f"{name}{t.suffix}").is_file()}
     K = 1 if t.labels is None else len(t.labels)
-    _, tokenizer, note = load(ns.model, K, seed=ns.seed)
+    _, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device, mixed_precision=ns.mixed_precision,
+                              kernels=KERNELS)
     print(f"minibert finetune: {t.name}, {len(train_set.text_a)} training examples; {note}", flush=True)
     features = encode(tokenizer, train_set, ns.max_seq_length)
     dev_features = {name: encode(tokenizer, dev, ns.max_seq_length) for name, dev in devs.items()}
     ns.out.mkdir(parents=True, exist_ok=True)
     with open(ns.out / "metrics.jsonl", "w", encoding="utf-8") as log:
         def one_run(recipe):
-            model = load(ns.model, K, seed=recipe.seed)[0]
+            model = load(ns.model, K, seed=recipe.seed, device=ns.device, mixed_precision=ns.mixed_precision,
+                         kernels=KERNELS)[0]
             tag = {"lr": recipe.lr, "batch_size": recipe.batch_size, "epochs": recipe.epochs, "seed": recipe.seed}
             _train_with_progress(model, features, tokenizer.pad_id, recipe, log, tag)
             results = {name: scores(t, predict(model, f, tokenizer.pad_id), devs[name].labels)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..optim import AdamW, clip_grad_norm, linear_warmup_decay
+from ..optim import AdamW, LossScaler, linear_warmup_decay, scaled_step, unscale_and_clip
+from ..backend import to_numpy
 from .features import Features, batch, batches_of, epoch_order
 from .metrics import METRICS
 
@@ -37,8 +38,10 @@ class Recipe:
 
 def train(model, features: Features, pad_id: int, recipe: Recipe = Recipe(), on_step=None) -> list[float]:
     """Fine-tune ``model`` on ``features``; returns the loss of every step.  ``on_step(step, loss)`` after
-    each (the progress bar, the metrics log)."""
+    each (the progress bar, the metrics log).  A model in mixed precision is trained with a loss scale
+    (``optim.LossScaler``), a step whose gradients overflowed not taken, as ``pretrain`` does."""
     opt = AdamW(model.params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    scaler = LossScaler() if model.mixed_precision else None
     total, warmup = recipe.steps(len(features))
     losses, step = [], 0
     model.train()
@@ -46,9 +49,10 @@ def train(model, features: Features, pad_id: int, recipe: Recipe = Recipe(), on_
         for rows in batches_of(epoch_order(len(features), recipe.seed, epoch), recipe.batch_size):
             model.seed_dropout((recipe.seed, step))
             out = model.forward(**batch(features, rows, pad_id), train=True)
-            model.backward()
-            clip_grad_norm(model.params, recipe.max_grad_norm)
-            opt.step(lr=recipe.lr * linear_warmup_decay(step, total, warmup))
+            loss_scale = scaler.scale if scaler is not None else 1.0
+            model.backward(loss_scale=loss_scale)
+            finite = model.xp.isfinite(unscale_and_clip(model.params, recipe.max_grad_norm, loss_scale))
+            scaled_step(opt, scaler, finite, lr=recipe.lr * linear_warmup_decay(step, total, warmup))
             losses.append(float(out.loss))
             step += 1
             if on_step is not None:
@@ -62,7 +66,7 @@ def predict(model, features: Features, pad_id: int, batch_size: int = 64) -> np.
     out = []
     for part in batches_of(rows, batch_size):
         inputs = {k: v for k, v in batch(features, part, pad_id).items() if k != "labels"}
-        out.append(np.asarray(model.forward(**inputs, train=False).logits, dtype=np.float64))
+        out.append(to_numpy(model.forward(**inputs, train=False).logits).astype(np.float64))
     model.release()
     return np.concatenate(out)
 
