@@ -33,7 +33,7 @@ from .notebook_files import check_call
 from .points import read_points
 from .sandbox import TIMEOUTS
 from .student_copy import NOTEBOOK_DATA, NOTEBOOKS, write_student_exercises
-from .student_notebooks import CHECK, OWN_PIECES, SOLUTION, TODO, source, tags
+from .student_notebooks import CHECK, OWN_PIECES, SOLUTION, TODO, function_bodies, source, tags
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 MARKER = ".minibert-nbgrader"          # in each assignment this command wrote: --force replaces only those
@@ -52,17 +52,9 @@ def marked_solution(text: str) -> str:
     """A solution cell's text with the body of each top-level function, after its docstring, between
     nbgrader's delimiters (each at the body's indentation, where nbgrader puts its stub)."""
     lines, out, done = text.splitlines(), [], 0
-    for node in ast.parse(text).body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        first = node.body[0]
-        has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-            and isinstance(first.value.value, str)
-        start = first.end_lineno if has_doc else first.lineno - 1      # lines[start] opens the body
-        body = node.body[1:] if has_doc else node.body
-        indent = " " * (body[0].col_offset if body else first.col_offset)
-        out += lines[done:start] + [indent + BEGIN] + lines[start:node.end_lineno] + [indent + END]
-        done = node.end_lineno
+    for start, end, indent in function_bodies(text):
+        out += lines[done:start] + [indent + BEGIN] + lines[start:end] + [indent + END]
+        done = end
     return "\n".join(out + lines[done:]).rstrip() + "\n"
 
 

@@ -39,25 +39,26 @@ def source(cell) -> str:
     return "".join(text) if isinstance(text, list) else text
 
 
-def stub_of(cell) -> str:
-    """The student's version of a solution cell: each function's signature and docstring, then TODO."""
-    text = source(cell)
-    lines = text.splitlines()
-    tree = ast.parse(text)
-    out: list[str] = []
-    done = 0                              # lines[:done] are handled
-    for node in tree.body:
+def function_bodies(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, indent) of each top-level function of ``text``: ``lines[start:end]`` is its body after
+    the docstring (empty when it has only a docstring), ``indent`` the body's indentation."""
+    out = []
+    for node in ast.parse(text).body:
         if not isinstance(node, ast.FunctionDef):
             continue
-        body = node.body
-        first = body[0]
+        first = node.body[0]
         has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
             and isinstance(first.value.value, str)
-        keep_to = first.end_lineno if has_doc else node.body[0].lineno - 1
-        indent = " " * (first.col_offset)
-        out += lines[done:keep_to]
-        out.append(indent + TODO)
-        done = node.end_lineno
+        out.append((first.end_lineno if has_doc else first.lineno - 1, node.end_lineno, " " * first.col_offset))
+    return out
+
+
+def stub_of(cell) -> str:
+    """The student's version of a solution cell: each function's signature and docstring, then TODO."""
+    lines, out, done = source(cell).splitlines(), [], 0      # lines[:done] are handled
+    for start, end, indent in function_bodies(source(cell)):
+        out += lines[done:start] + [indent + TODO]
+        done = end
     out += lines[done:]
     return "\n".join(out).rstrip() + "\n"
 
