@@ -209,7 +209,7 @@ def test_without_data_dir_the_task_is_downloaded_once_into_the_data_folder(pretr
             z.writestr(f"SST-2/{split}.tsv", "sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in sentences(rng, n)))
     (tmp_path / "SST-2.zip").write_bytes(buffer.getvalue())
     data = buffer.getvalue()
-    monkeypatch.setitem(dl.ZIPS, "sst2", ("SST-2", "SST-2.zip", len(data), hashlib.sha256(data).hexdigest(), "t"))
+    monkeypatch.setitem(dl.ZIPS, "sst2", ("SST-2.zip", len(data), hashlib.sha256(data).hexdigest(), "t"))
     monkeypatch.setattr(dl, "urls", lambda t: [(tmp_path / "SST-2.zip").as_uri()])
     monkeypatch.setenv("MINIBERT_DATA", str(tmp_path / "data"))
     args = ["finetune", "--task", "sst2", "--model", str(pretrained), "--epochs", "1"]

@@ -13,8 +13,7 @@ from minibert.finetune import glue
 
 def recorded(monkeypatch, task, data: bytes, path):
     path.write_bytes(data)
-    folder, name = dl.ZIPS[task][:2]
-    monkeypatch.setitem(dl.ZIPS, task, (folder, name, len(data), hashlib.sha256(data).hexdigest(), "t"))
+    monkeypatch.setitem(dl.ZIPS, task, (dl.ZIPS[task][0], len(data), hashlib.sha256(data).hexdigest(), "t"))
     monkeypatch.setattr(dl, "urls", lambda t: ["file:///nonexistent/first/address", path.as_uri()])
 
 

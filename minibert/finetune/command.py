@@ -31,9 +31,6 @@ examples:
   minibert finetune --task mrpc --model ~/models/bert-base-uncased --data-dir ~/glue_data --lr 3e-5 --epochs 3
 """
 KERNELS = "fast"          # minibert's fast kernels, as pretrain runs: the reference ops' arithmetic, faster
-# the folder names of GLUE's own download, for a --data-dir that holds every task
-GLUE_FOLDERS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI",
-                "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
 
 
 def add_command(sub) -> None:
@@ -74,15 +71,15 @@ def add_command(sub) -> None:
 def task_folder(t: glue.Task, data_dir: Path | None) -> Path:
     if data_dir is None:
         glue_dir = default_data_dir() / "glue"
-        found = glue_dir / GLUE_FOLDERS[t.name]
+        found = glue_dir / t.folder
         return found if (found / "train.tsv").is_file() else download(t.name, glue_dir)
     if (data_dir / f"train{t.suffix}").is_file() or t.name == "custom":
         return data_dir
-    inside = data_dir / GLUE_FOLDERS[t.name]
+    inside = data_dir / t.folder
     if (inside / "train.tsv").is_file():
         return inside
     raise FileNotFoundError(f"--data-dir {data_dir}: no train.tsv there or in {inside.name}/; put {t.name}'s "
-                            f"files ({', '.join(glue._files(t))}) in it")
+                            f"files ({', '.join(glue.files(t))}) in it")
 
 
 def command(ns) -> int:
@@ -100,16 +97,19 @@ def command(ns) -> int:
     tests = {name: glue.read_split(t, folder / f"{name}{t.suffix}", test=True) for name in t.test_files
              if (folder / f"{name}{t.suffix}").is_file()}
     K = 1 if t.labels is None else len(t.labels)
-    _, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device, mixed_precision=ns.mixed_precision,
-                              kernels=KERNELS)
+    first_model, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device,
+                                        mixed_precision=ns.mixed_precision, kernels=KERNELS)
+    fresh = {ns.seed: first_model}          # the first run's model is this one: not loaded a second time
     print(f"minibert finetune: {t.name}, {len(train_set.text_a)} training examples; {note}", flush=True)
     features = encode(tokenizer, train_set, ns.max_seq_length)
     dev_features = {name: encode(tokenizer, dev, ns.max_seq_length) for name, dev in devs.items()}
     ns.out.mkdir(parents=True, exist_ok=True)
     with open(ns.out / "metrics.jsonl", "w", encoding="utf-8") as log:
         def one_run(recipe):
-            model = load(ns.model, K, seed=recipe.seed, device=ns.device, mixed_precision=ns.mixed_precision,
-                         kernels=KERNELS)[0]
+            model = fresh.pop(recipe.seed, None)
+            if model is None:
+                model = load(ns.model, K, seed=recipe.seed, device=ns.device, mixed_precision=ns.mixed_precision,
+                             kernels=KERNELS)[0]
             tag = {"lr": recipe.lr, "batch_size": recipe.batch_size, "epochs": recipe.epochs, "seed": recipe.seed}
             _train_with_progress(model, features, tokenizer.pad_id, recipe, log, tag)
             results = {name: scores(t, predict(model, f, tokenizer.pad_id), devs[name].labels)

@@ -18,26 +18,27 @@ import zipfile
 from pathlib import Path
 
 from ..data.wikitext import sha256_file
+from . import glue
 
 MIRROR = "https://dl.fbaipublicfiles.com/glue/data/"
 ORIGINAL = "https://firebasestorage.googleapis.com/v0/b/mtl-sentence-representations.appspot.com/o/data%2F"
-# task -> (GLUE's folder, the zip's name, its size in bytes, its SHA-256, the original address's token)
+# task -> (the zip's name, its size in bytes, its SHA-256, the original address's token)
 ZIPS = {
-    "cola": ("CoLA", "CoLA.zip", 376971, "f212fcd832b8f7b435fb991f101abf89f96b933ab400603bf198960dfc32cbff",
+    "cola": ("CoLA.zip", 376971, "f212fcd832b8f7b435fb991f101abf89f96b933ab400603bf198960dfc32cbff",
              "46d5e637-3411-4188-bc44-5809b5bfb5f4"),
-    "sst2": ("SST-2", "SST-2.zip", 7439277, "d67e16fb55739c1b32cdce9877596db1c127dc322d93c082281f64057c16deaa",
+    "sst2": ("SST-2.zip", 7439277, "d67e16fb55739c1b32cdce9877596db1c127dc322d93c082281f64057c16deaa",
              "aabc5f6b-e466-44a2-b9b4-cf6337f84ac8"),
-    "stsb": ("STS-B", "STS-B.zip", 802872, "e60a6393de5a8b5b9bac5020a1554b54e3691f9d600b775bd131e613ac179c85",
+    "stsb": ("STS-B.zip", 802872, "e60a6393de5a8b5b9bac5020a1554b54e3691f9d600b775bd131e613ac179c85",
              "bddb94a7-8706-4e0d-a694-1109e12273b5"),
-    "qqp": ("QQP", "QQP.zip", 60534884, "67cb8f5fe66c90a0bc1bf5792e3924f63008b064ab7a473736c919d20bb140ad",
+    "qqp": ("QQP.zip", 60534884, "67cb8f5fe66c90a0bc1bf5792e3924f63008b064ab7a473736c919d20bb140ad",
             "700c6acf-160d-4d89-81d1-de4191d02cb5"),
-    "mnli": ("MNLI", "MNLI.zip", 312783507, "e7c1d896d26ed6caf700110645df426cc2d8ebf02a5ab743d5a5c68ac1c83633",
+    "mnli": ("MNLI.zip", 312783507, "e7c1d896d26ed6caf700110645df426cc2d8ebf02a5ab743d5a5c68ac1c83633",
              "50329ea1-e339-40e2-809c-10c40afff3ce"),
-    "qnli": ("QNLI", "QNLIv2.zip", 10627589, "e634e78627a29adaecd4f955359b22bf5e70f2cbd93b493f2d624138a0c0e5f5",
+    "qnli": ("QNLIv2.zip", 10627589, "e634e78627a29adaecd4f955359b22bf5e70f2cbd93b493f2d624138a0c0e5f5",
              "6fdcf570-0fc5-4631-8456-9505272d1601"),
-    "rte": ("RTE", "RTE.zip", 697150, "6bf86de103ecd335f3441bd43574d23fef87ecc695977a63b82d5efb206556ee",
+    "rte": ("RTE.zip", 697150, "6bf86de103ecd335f3441bd43574d23fef87ecc695977a63b82d5efb206556ee",
             "5efa7e85-a0bb-4f19-8ea2-9e1840f077fb"),
-    "wnli": ("WNLI", "WNLI.zip", 28999, "ae0e8e4d16f4d46d4a0a566ec7ecceccfd3fbfaa4a7a4b4e02848c0f2561ac46",
+    "wnli": ("WNLI.zip", 28999, "ae0e8e4d16f4d46d4a0a566ec7ecceccfd3fbfaa4a7a4b4e02848c0f2561ac46",
              "068ad0a0-ded7-4bd7-99a5-5e00222e0faf"),
 }
 # MRPC: (address, size, SHA-256) of Microsoft's training and test pairs and of GLUE's development ids
@@ -52,7 +53,7 @@ MRPC = {
 
 
 def urls(task: str) -> list[str]:
-    folder, name, _, _, token = ZIPS[task]
+    name, _, _, token = ZIPS[task]
     return [MIRROR + name, f"{ORIGINAL}{name}?alt=media&token={token}"]
 
 
@@ -77,8 +78,8 @@ def fetch(addresses: list[str], size: int, sha256: str, dest: Path, timeout: flo
 
 def download(task: str, data_dir: Path, timeout: float = 60.0) -> Path:
     """Fetch ``task``'s files into ``data_dir``/<GLUE's folder>; returns that folder."""
-    folder = "MRPC" if task == "mrpc" else ZIPS[task][0]
-    target = Path(data_dir) / folder
+    data_dir = Path(data_dir)
+    target = data_dir / glue.task(task).folder
     data_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=data_dir, prefix=".download-") as tmp:
         tmp = Path(tmp)
@@ -95,7 +96,7 @@ def download(task: str, data_dir: Path, timeout: float = 60.0) -> Path:
 
 
 def _unzipped(task: str, tmp: Path, timeout: float) -> dict:
-    folder, name, size, sha256, _ = ZIPS[task]
+    name, size, sha256, _ = ZIPS[task]
     fetch(urls(task), size, sha256, tmp / name, timeout)
     with zipfile.ZipFile(tmp / name) as z:
         # the task's own files, folder/name.tsv (not the original data some zips also hold, deeper down)

@@ -47,29 +47,30 @@ class Task:
     submission: tuple = ()                  # GLUE's file name for each test file's predictions
     score_range: tuple | None = (0.0, 5.0)  # a regression's scores (STS-B's: 0 to 5); None: any number
     suffix: str = ".tsv"
+    folder: str = ""                        # the task's folder in GLUE's download (SST-2/, ...)
 
 
 PAIR = dict(text_a="sentence1", text_b="sentence2")
 TASKS = {t.name: t for t in (
     Task("cola", ("0", "1"), ("matthews",), Columns(text_a=3, label=1, header=False),
-         Columns(text_a="sentence", index="index"), submission=("CoLA",)),
+         Columns(text_a="sentence", index="index"), submission=("CoLA",), folder="CoLA"),
     Task("sst2", ("0", "1"), ("accuracy",), Columns(text_a="sentence", label="label"),
-         Columns(text_a="sentence", index="index"), submission=("SST-2",)),
+         Columns(text_a="sentence", index="index"), submission=("SST-2",), folder="SST-2"),
     Task("mrpc", ("0", "1"), ("f1", "accuracy"), Columns("#1 String", "#2 String", "Quality"),
-         Columns("#1 String", "#2 String", index="index"), submission=("MRPC",)),
+         Columns("#1 String", "#2 String", index="index"), submission=("MRPC",), folder="MRPC"),
     Task("stsb", None, ("pearson", "spearman"), Columns(**PAIR, label="score"),
-         Columns(**PAIR, index="index"), submission=("STS-B",)),
+         Columns(**PAIR, index="index"), submission=("STS-B",), folder="STS-B"),
     Task("qqp", ("0", "1"), ("f1", "accuracy"), Columns("question1", "question2", "is_duplicate"),
-         Columns("question1", "question2", index="id"), submission=("QQP",)),
+         Columns("question1", "question2", index="id"), submission=("QQP",), folder="QQP"),
     Task("mnli", ("contradiction", "entailment", "neutral"), ("accuracy",), Columns(**PAIR, label="gold_label"),
          Columns(**PAIR, index="index"), dev_files=("dev_matched", "dev_mismatched"),
-         test_files=("test_matched", "test_mismatched"), submission=("MNLI-m", "MNLI-mm")),
+         test_files=("test_matched", "test_mismatched"), submission=("MNLI-m", "MNLI-mm"), folder="MNLI"),
     Task("qnli", ("entailment", "not_entailment"), ("accuracy",), Columns("question", "sentence", "label"),
-         Columns("question", "sentence", index="index"), submission=("QNLI",)),
+         Columns("question", "sentence", index="index"), submission=("QNLI",), folder="QNLI"),
     Task("rte", ("entailment", "not_entailment"), ("accuracy",), Columns(**PAIR, label="label"),
-         Columns(**PAIR, index="index"), submission=("RTE",)),
+         Columns(**PAIR, index="index"), submission=("RTE",), folder="RTE"),
     Task("wnli", ("0", "1"), ("accuracy",), Columns(**PAIR, label="label"),
-         Columns(**PAIR, index="index"), submission=("WNLI",)),
+         Columns(**PAIR, index="index"), submission=("WNLI",), folder="WNLI"),
 )}
 ALIASES = {"sst-2": "sst2", "sts-b": "stsb"}
 
@@ -130,7 +131,7 @@ def _rows(t: Task, path: Path) -> list:
         with open(path, encoding="utf-8", newline="") as f:
             text = f.read()
     except FileNotFoundError:
-        raise TaskDataError(f"{path}: not found ({t.name} reads {', '.join(_files(t))} from its folder)") from None
+        raise TaskDataError(f"{path}: not found ({t.name} reads {', '.join(files(t))} from its folder)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskDataError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
     if path.suffix.lower() == ".csv":
@@ -152,7 +153,7 @@ def column_values(t: Task, path: Path, column: str) -> list:
     return [fields[where] for _, fields in rows[1:] if len(fields) > where]
 
 
-def _files(t: Task) -> list[str]:
+def files(t: Task) -> list[str]:
     return [f"{n}{t.suffix}" for n in ("train", *t.dev_files, *t.test_files)]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..data.tokenizer import WordPieceTokenizer
 from ..model.config import BertConfig
 from ..model.hf_io import load_weights
+from ..model.state_dict import canonical_name
 from .model import CLASSIFIER, BertForSequenceClassification
 
 OPTIONAL = ("bert.pooler.", CLASSIFIER + ".")      # what a checkpoint may lack
@@ -50,7 +51,7 @@ def load(path: Path, num_labels: int, dtype="float32", device="cpu", seed=0, mix
     ours = model.state_dict()
     state = {}
     for key, value in load_weights(folder).items():
-        name = key if key.startswith(("bert.", CLASSIFIER + ".")) or key.startswith("cls.") else "bert." + key
+        name = canonical_name(model.prefix, key, model.head_prefixes)     # "bert." added where it belongs
         if name.startswith("cls.") or name.endswith("embeddings.position_ids"):
             continue                                        # the pre-training heads: not used here
         if name.startswith(CLASSIFIER + ".") and tuple(value.shape) != tuple(ours[name].shape):
