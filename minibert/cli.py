@@ -239,7 +239,7 @@ def _run_command(ns, program: bool) -> int:
     except KeyboardInterrupt as exc:
         signame = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "SIGINT"
         advice = ("; a run keeps the checkpoints it saved: run the same command again (with --resume "
-                  "if its folder holds one)") if ns.command == "pretrain" else ""
+                  "if its folder holds one)") if ns.command in ("pretrain", "finetune") else ""
         def report(rank):
             print(f"minibert {ns.command}: {rank}interrupted ({signame}){advice}", file=sys.stderr, flush=True)
         return dist_exit.interrupted(128 + getattr(signal, signame, signal.SIGINT), report)

@@ -27,6 +27,32 @@ from notebook_kernels import guard_notebook_kernels  # noqa: E402
 
 guard_notebook_kernels()
 
+# The student copy's recording of the usual mistakes (exercises/cases/recorded.py) costs a core about two
+# minutes, once per version of the code, and the test files below need it (a second process waits on its
+# lock). So it starts in the background as soon as the tests are collected, and those files run last, the
+# longest first: by then it is there, and no test process has waited for it doing nothing.
+NEEDS_RECORDING = ("test_notebook_exercises.py", "test_exercises.py", "test_capstone.py", "test_grader_sandbox.py",
+                   "test_mutation.py", "test_student_cases.py", "test_gradescope.py", "test_nbgrader.py")
+_recording = []
+
+
+def pytest_collection_modifyitems(session, config, items):
+    late = {name: k for k, name in enumerate(NEEDS_RECORDING)}
+    if any(item.path.name in late for item in items):
+        items.sort(key=lambda item: late.get(item.path.name, -1))        # stable: the others keep their order
+        if os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":       # one process starts it
+            code = ("import os, sys; sys.path.insert(0, sys.argv[1]); from exercises.cases.recorded import "
+                    "recorded_data; recorded_data(open(os.devnull, 'w'))")
+            _recording.append(subprocess.Popen([sys.executable, "-c", code, str(ROOT)], stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL, start_new_session=True))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for proc in _recording:            # unfinished (the tests that needed it did not run here): no file is left
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
 
 @pytest.fixture
 def rng():

@@ -15,8 +15,11 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
+    return small_bert(tmp_path_factory.mktemp("model"))
+
+
+def small_bert(folder):
     """A small BERT in Hugging Face's format with its vocab.txt, as `minibert pretrain` exports one."""
-    folder = tmp_path_factory.mktemp("model")
     config = mb.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=64, max_position_embeddings=64)
     mb.BertForPreTraining(config, seed=2).save_pretrained(folder)
@@ -112,12 +115,21 @@ def test_stsb_a_regression_and_mnli_with_two_dev_and_two_test_files(pretrained, 
 
 def test_hostile_input_is_one_line(pretrained, tmp_path, rng, capsys):
     sst2_folder(tmp_path / "bad", rng, bad_line=5)
+    good = sst2_folder(tmp_path / "good", rng)
+    long = sst2_folder(tmp_path / "long", rng)
+    lines = (long / "dev.tsv").read_text().splitlines()
+    lines[3] = "the film " * 20_000 + "\t1"                  # a file's worth of text in one field
+    (long / "dev.tsv").write_text("\n".join(lines) + "\n")
     common = ["--out", str(tmp_path / "o")]
     cases = [
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "bad")],
          "SST-2/train.tsv, line 5, column 'label': 'positive' is not one of sst2's labels (0, 1)"),
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "none")],
          "no train.tsv there or in SST-2/"),
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(long)],
+         "SST-2/dev.tsv, line 4, column 'sentence': a text of 180,000 characters"),
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(good), "--max-seq-length",
+          "65"], "--max-seq-length 65: the model reads 64 tokens at most"),
         (["--task", "squad", "--model", str(pretrained), "--data-dir", str(tmp_path)], "no GLUE task 'squad'"),
         (["--task", "sst2", "--model", str(tmp_path / "nomodel"), "--data-dir", str(tmp_path / "bad")], None),
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "bad"), "--epochs", "0"],

@@ -157,3 +157,16 @@ def test_metrics_at_their_edges():
     assert list(metrics.ranks(np.array([3.0, 1.0, 3.0, 2.0]))) == [3.5, 1.0, 3.5, 2.0]
     with pytest.raises(ValueError, match="same length"):
         metrics.accuracy([1, 0], [1])
+
+
+def test_an_example_too_long_is_cut_as_bert_cuts_a_pair_and_counted():
+    from minibert.data.tokenizer import WordPieceTokenizer
+    from minibert.finetune.features import encode
+
+    tok = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"])
+    pairs = glue.Examples(["a a a a a", "a"], ["b b", "c"], np.array([0, 1]), None, "here")
+    f = encode(tok, pairs, 8)                 # the first pair has 5 + 2 + 3 tokens: the longer A loses two
+    assert f.truncated == 1
+    assert [tok.vocab[i] for i in f.input_ids[0]] == ["[CLS]", "a", "a", "a", "[SEP]", "b", "b", "[SEP]"]
+    assert f.token_type_ids[0] == [0, 0, 0, 0, 0, 1, 1, 1] and len(f.input_ids[1]) == 5
+    assert encode(tok, pairs, 10).truncated == 0

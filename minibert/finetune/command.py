@@ -7,19 +7,23 @@ test files) and ``model/`` (the fine-tuned model with its vocab.txt, in Hugging 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from . import glue, search
+from . import glue, resume, search
 from ..paths import default_data_dir
+from ..train.run_folder import lock_run_folder
+from ..train.signals import StopSignal
 from .custom import custom_task
 from .download import download
 from .features import encode
 from .load import load
 from .plot import plot_finetune
+from .resume import Progress
 from .train import Recipe, predict, scores, train
 
 HELP = ("Fine-tune a pre-trained BERT on a GLUE task with BERT's recipe. Writes metrics.jsonl, results.json, "
@@ -42,6 +46,9 @@ def add_command(sub) -> None:
     p.add_argument("--task", required=True, help=f"one of {', '.join(glue.TASKS)}, or custom (below)")
     p.add_argument("--model", required=True, type=Path,
                    help="a minibert run folder, or a BERT model folder (config.json, model.safetensors, vocab.txt)")
+    p.add_argument("--random-init", action="store_true",
+                   help="--model's config and vocabulary with every weight drawn anew: the baseline that "
+                        "pre-training is measured against")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="the task's folder (train.tsv, dev.tsv, ...), or GLUE's download holding it (SST-2/, ...); "
                         "default: minibert's data folder, the task downloaded there once and checked")
@@ -59,6 +66,12 @@ def add_command(sub) -> None:
                         "\"lr=5e-5,3e-5;epochs=3\"; the best setting by the dev metric is kept")
     p.add_argument("--seeds", type=int, default=1, help="runs per setting, seeds --seed, --seed+1, ... "
                                                         "(default: %(default)s)")
+    p.add_argument("--save-every", type=int, default=500,
+                   help="a checkpoint every so many steps, and on Ctrl-C (default: %(default)s)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the job in --out where it stopped (the same command otherwise)")
+    p.add_argument("--stop-at", type=int, default=None, metavar="STEP",
+                   help="stop after this many steps in all (the search's runs together), with a checkpoint")
     c = p.add_argument_group("--task custom: a folder of train, dev (and test) files, .tsv or .csv, with a header")
     c.add_argument("--text-a", help="the text's column")
     c.add_argument("--text-b", help="the second text's column, for a pair task")
@@ -85,11 +98,13 @@ def task_folder(t: glue.Task, data_dir: Path | None) -> Path:
 def command(ns) -> int:
     t = custom_task(ns.data_dir, ns.text_a, ns.text_b, ns.label, ns.labels, ns.regression, ns.id) \
         if ns.task.lower() == "custom" else glue.task(ns.task)
-    for name in ("batch_size", "epochs", "max_seq_length", "seeds"):
+    for name in ("batch_size", "epochs", "max_seq_length", "seeds", "save_every"):
         if getattr(ns, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be 1 or more, not {getattr(ns, name)}")
     if not (0 < ns.lr < 1):
         raise ValueError(f"--lr must be a number between 0 and 1, not {ns.lr}")
+    if ns.stop_at is not None and ns.stop_at < 1:
+        raise ValueError(f"--stop-at must be 1 or more, not {ns.stop_at}")
     settings = search.grid(ns.search, Recipe(lr=ns.lr, batch_size=ns.batch_size, epochs=ns.epochs, seed=ns.seed))
     folder = task_folder(t, ns.data_dir)
     train_set = glue.read_split(t, folder / f"train{t.suffix}")
@@ -97,59 +112,150 @@ def command(ns) -> int:
     tests = {name: glue.read_split(t, folder / f"{name}{t.suffix}", test=True) for name in t.test_files
              if (folder / f"{name}{t.suffix}").is_file()}
     K = 1 if t.labels is None else len(t.labels)
-    first_model, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device,
+    first_model, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device, random_init=ns.random_init,
                                         mixed_precision=ns.mixed_precision, kernels=KERNELS)
-    fresh = {ns.seed: first_model}          # the first run's model is this one: not loaded a second time
-    print(f"minibert finetune: {t.name}, {len(train_set.text_a)} training examples; {note}", flush=True)
+    positions, least = first_model.config.max_position_embeddings, 2 if train_set.text_b is None else 3
+    if not least <= ns.max_seq_length <= positions:
+        raise ValueError(f"--max-seq-length {ns.max_seq_length}: the model reads {positions} tokens at most, and "
+                         f"{t.name}'s examples need {least} for [CLS] and [SEP]" + (" [SEP]" if least == 3 else ""))
     features = encode(tokenizer, train_set, ns.max_seq_length)
-    dev_features = {name: encode(tokenizer, dev, ns.max_seq_length) for name, dev in devs.items()}
+    cut = (f" ({features.truncated:,} longer than --max-seq-length {ns.max_seq_length}: cut as BERT cuts them)"
+           if features.truncated else "")
+    print(f"minibert finetune: {t.name}, {len(features):,} training examples{cut}; {note}", flush=True)
+    job = Job(ns, t, tokenizer, features,
+              {name: encode(tokenizer, dev, ns.max_seq_length) for name, dev in devs.items()},
+              {name: dev.labels for name, dev in devs.items()}, first_model, settings)
     ns.out.mkdir(parents=True, exist_ok=True)
-    with open(ns.out / "metrics.jsonl", "w", encoding="utf-8") as log:
-        def one_run(recipe):
-            model = fresh.pop(recipe.seed, None)
-            if model is None:
-                model = load(ns.model, K, seed=recipe.seed, device=ns.device, mixed_precision=ns.mixed_precision,
-                             kernels=KERNELS)[0]
-            tag = {"lr": recipe.lr, "batch_size": recipe.batch_size, "epochs": recipe.epochs, "seed": recipe.seed}
-            _train_with_progress(model, features, tokenizer.pad_id, recipe, log, tag)
-            results = {name: scores(t, predict(model, f, tokenizer.pad_id), devs[name].labels)
-                       for name, f in dev_features.items()}
-            log.write("".join(json.dumps({"split": n, **tag, **r}) + "\n" for n, r in results.items()))
-            return results, model
-        first = (t.dev_files[0], t.metrics[0])
-        table, best = search.run(settings, [ns.seed + k for k in range(ns.seeds)], one_run,
-                                 lambda results: results[first[0]][first[1]])
-    model, results = best["model"], best["results"]
+    lock = lock_run_folder(ns.out)
+    try:
+        progress = Progress(ns.out, job.identity(), ns.resume)
+        try:
+            table, best = job.run(progress)
+        except Stopped as stop:
+            print(f"minibert finetune: {stop}; continue with the same command and --resume", file=sys.stderr)
+            return 0
+        model = job.kept.get(best["index"])
+        if model is None:                  # chosen before the job was resumed: its saved weights
+            model = job.restored(progress.kept_weights(best["index"]))
+        _write_outputs(ns, t, job, tokenizer, model, tests, note, table, best)
+        progress.close()
+    finally:
+        lock.close()
+    return 0
+
+
+class Stopped(Exception):
+    """A signal or --stop-at ended the job after a checkpoint: its message says where."""
+
+
+class Job:
+    """The runs of one ``minibert finetune``: the data encoded once, a model for each run (the first loaded
+    one for the first), the checkpoints, the models the search may choose."""
+
+    def __init__(self, ns, t, tokenizer, features, dev_features, dev_labels, first_model, settings):
+        self.ns, self.t, self.pad_id = ns, t, tokenizer.pad_id
+        self.features, self.dev_features, self.dev_labels = features, dev_features, dev_labels
+        self.fresh = {ns.seed: first_model}          # the first run's model: not loaded a second time
+        self.settings, self.seeds = settings, [ns.seed + k for k in range(ns.seeds)]
+        self.runs = [dataclasses.replace(s, seed=seed) for s in settings for seed in self.seeds]
+        self.start_digest = resume.fingerprint(first_model.params.data)
+        self.kept = {}                               # run number -> its model, while the search may choose it
+
+    def identity(self) -> dict:
+        """What a checkpoint of this job must match to be resumed by it."""
+        f = self.features
+        data = resume.fingerprint(f.input_ids, f.token_type_ids, f.labels,
+                                  *[p for d in self.dev_features.values() for p in (d.input_ids, d.token_type_ids)],
+                                  *self.dev_labels.values())
+        return {"version": resume.VERSION, "task": self.t.name, "data": data, "model": self.start_digest,
+                "runs": [r.__dict__ for r in self.runs], "max_seq_length": self.ns.max_seq_length,
+                "mixed_precision": self.ns.mixed_precision}
+
+    def model(self, seed: int):
+        model = self.fresh.pop(seed, None)
+        if model is None:
+            ns = self.ns
+            model = load(ns.model, 1 if self.t.labels is None else len(self.t.labels), seed=seed, device=ns.device,
+                         mixed_precision=ns.mixed_precision, kernels=KERNELS, random_init=ns.random_init)[0]
+        return model
+
+    def restored(self, params):
+        model = self.model(self.ns.seed)
+        model.params.data[...] = model.xp.asarray(params)
+        return model
+
+    def run(self, progress):
+        """The search (one run without ``--search``), from where ``progress`` stopped; (table, best)."""
+        first = (self.t.dev_files[0], self.t.metrics[0])
+        with progress.start_log(self.ns.out / "metrics.jsonl") as log, StopSignal() as stop:
+            def one_run(recipe):
+                model = self.model(recipe.seed)
+                index = len(progress.done)
+                tag = {"lr": recipe.lr, "batch_size": recipe.batch_size, "epochs": recipe.epochs, "seed": recipe.seed}
+                _train_with_progress(model, self, recipe, log, tag, progress, stop, index)
+                results = {name: scores(self.t, predict(model, f, self.pad_id), self.dev_labels[name])
+                           for name, f in self.dev_features.items()}
+                log.write("".join(json.dumps({"split": n, **tag, **r}) + "\n" for n, r in results.items()))
+                return results, model
+
+            def on_run(index, results, model, keep):
+                progress.finished(results, model, keep, log)
+                self.kept = {i: m for i, m in {**self.kept, index: model}.items() if i in keep}
+            return search.run(self.settings, self.seeds, one_run, lambda results: results[first[0]][first[1]],
+                              done=progress.done, on_run=on_run)
+
+    def steps_before(self, index: int) -> int:
+        """The optimiser steps of the job's runs before run ``index``."""
+        return sum(r.steps(len(self.features))[0] for r in self.runs[:index])
+
+
+def _train_with_progress(model, job, recipe, log, tag, progress, stop, index):
+    from tqdm import tqdm
+
+    total, _ = recipe.steps(len(job.features))
+    ns = job.ns
+    desc = f"lr {recipe.lr:g}, batch {recipe.batch_size}, seed {recipe.seed}"
+    with tqdm(total=total, desc=desc, unit="step", file=sys.stderr, disable=None) as bar:
+        def start(opt, scaler):
+            step = progress.restore(model, opt, scaler)
+            bar.update(step)
+            return step
+
+        def on_step(step, loss, opt, scaler):
+            log.write(json.dumps({"step": step, **tag, "loss": loss}) + "\n")
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}")
+            why = stop.received or ("--stop-at" if ns.stop_at is not None
+                                    and job.steps_before(index) + step >= ns.stop_at else None)
+            if why or step % ns.save_every == 0:
+                saved = progress.save_step(step, model, opt, scaler, log)
+                if why:
+                    raise Stopped(f"stopped ({why}) at step {step} of run {index + 1} of {len(job.runs)} ({desc}): "
+                                  f"saved {saved}")
+        return train(model, job.features, job.pad_id, recipe, on_step, start=start)
+
+
+def _write_outputs(ns, t, job, tokenizer, model, tests, note, table, best) -> None:
+    """The test files' predictions, the model, results.json, the plot; the table and the dev metrics printed."""
+    first = (t.dev_files[0], t.metrics[0])
+    results = best["results"]
     plot_finetune(ns.out / "metrics.jsonl", first, ns.out / "finetune.png")
     for name, test in tests.items():
         _write_predictions(t, name, predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id),
                            test.ids or list(range(len(test.text_a))), ns.out / "predictions")
     model.save_pretrained(ns.out / "model", labels=t.labels or ["score"])
     tokenizer.write_vocab_file(ns.out / "model" / "vocab.txt")
+    searched = len(table) > 1 or ns.seeds > 1
     (ns.out / "results.json").write_text(json.dumps({
         "task": t.name, "model": str(ns.model), "new_weights": note, "recipe": best["recipe"].__dict__,
-        "max_seq_length": ns.max_seq_length, "truncated_examples": features.truncated, "dev": results,
-        "search": table if len(table) > 1 or ns.seeds > 1 else None}, indent=1) + "\n", encoding="utf-8")
-    if len(table) > 1 or ns.seeds > 1:
+        "max_seq_length": ns.max_seq_length, "truncated_examples": job.features.truncated, "dev": results,
+        "search": table if searched else None}, indent=1) + "\n", encoding="utf-8")
+    if searched:
         print(search.render(table, f"{first[0]} {first[1]}"))
         print(f"best: batch {best['recipe'].batch_size}, lr {best['recipe'].lr:g}, {best['recipe'].epochs} epochs "
               f"(seed {best['recipe'].seed}, kept in {ns.out / 'model'})")
     for name, r in results.items():
         print(f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items()))
-    return 0
-
-
-def _train_with_progress(model, features, pad_id, recipe, log, tag):
-    from tqdm import tqdm
-
-    total, _ = recipe.steps(len(features))
-    desc = f"lr {recipe.lr:g}, batch {recipe.batch_size}, seed {recipe.seed}"
-    with tqdm(total=total, desc=desc, unit="step", file=sys.stderr, disable=None) as bar:
-        def on_step(step, loss):
-            log.write(json.dumps({"step": step, **tag, "loss": loss}) + "\n")
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}")
-        return train(model, features, pad_id, recipe, on_step)
 
 
 def _write_predictions(t: glue.Task, name: str, logits: np.ndarray, ids: list, folder: Path) -> None:

@@ -29,9 +29,9 @@ def encode(tokenizer, examples, max_seq_length: int) -> Features:
     ids, types, cut = [], [], 0
     pairs = examples.text_b if examples.text_b is not None else [None] * len(examples.text_a)
     for a, b in zip(examples.text_a, pairs):
-        enc = tokenizer.encode(a, b, max_length=max_seq_length)
-        if len(enc["input_ids"]) == max_seq_length and len(tokenizer.encode(a, b)["input_ids"]) > max_seq_length:
-            cut += 1
+        enc = tokenizer.encode(a, b)
+        if len(enc["input_ids"]) > max_seq_length:        # tokenized again, to be cut as BERT cuts a pair
+            enc, cut = tokenizer.encode(a, b, max_length=max_seq_length), cut + 1
         ids.append(enc["input_ids"])
         types.append(enc["token_type_ids"])
     return Features(ids, types, examples.labels, cut)

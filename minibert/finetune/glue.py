@@ -86,6 +86,11 @@ class Examples:
     source: str
 
 
+# the longest text an example may have: a BERT reads 512 tokens at most, some 3,000 characters of English;
+# a text far longer is nearly always the rest of a file run into one field
+MAX_TEXT = 100_000
+
+
 def task(name: str) -> Task:
     key = ALIASES.get(name.lower(), name.lower())
     if key not in TASKS:
@@ -109,9 +114,13 @@ def read_split(t: Task, path: Path, test: bool = False) -> Examples:
             raise TaskDataError(f"{path}, line {number}: {len(fields)} column{'s' * (len(fields) != 1)}, where "
                                 f"{t.name}'s format has at least {needed}"
                                 + (" (tab-separated)" if t.suffix == ".tsv" else ""))
-        out.text_a.append(fields[where["text_a"]])
-        if out.text_b is not None:
-            out.text_b.append(fields[where["text_b"]])
+        for k in ("text_a", "text_b") if out.text_b is not None else ("text_a",):
+            text = fields[where[k]]
+            if len(text) > MAX_TEXT:
+                raise TaskDataError(f"{path}, line {number}, column {_name(getattr(columns, k))}: a text of "
+                                    f"{len(text):,} characters, more than a model reads by far (minibert takes "
+                                    f"{MAX_TEXT:,} at most): lines run together, or a quote never closed?")
+            getattr(out, k).append(text)
         if out.ids is not None:
             out.ids.append(fields[where["index"]])
         if where["label"] is not None:

@@ -35,8 +35,10 @@ def model_folder(path: Path) -> Path:
 
 
 def load(path: Path, num_labels: int, dtype="float32", device="cpu", seed=0, mixed_precision=False,
-         kernels="reference") -> tuple:
-    """(model, tokenizer, note): the note says what was not in the checkpoint and starts anew."""
+         kernels="reference", random_init=False) -> tuple:
+    """(model, tokenizer, note): the note says what was not in the checkpoint and starts anew.
+    ``random_init``: the folder's config and vocabulary, every weight drawn anew (by ``seed``): the start
+    that pre-training is measured against."""
     folder = model_folder(path)
     vocab = folder / "vocab.txt"
     if not vocab.is_file():
@@ -48,6 +50,8 @@ def load(path: Path, num_labels: int, dtype="float32", device="cpu", seed=0, mix
                          f"{config.vocab_size}")
     model = BertForSequenceClassification(config, num_labels=num_labels, seed=seed, dtype=dtype, device=device,
                                           mixed_precision=mixed_precision, kernels=kernels)
+    if random_init:
+        return model, tokenizer, f"every weight new, from N(0, {config.initializer_range}) (--random-init)"
     ours = model.state_dict()
     state = {}
     for key, value in load_weights(folder).items():

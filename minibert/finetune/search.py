@@ -46,26 +46,34 @@ def grid(spec: str | None, base: Recipe) -> list[Recipe]:
             for b, lr, e in itertools.product(values["batch_size"], values["lr"], values["epochs"])]
 
 
-def run(settings: list[Recipe], seeds: list[int], one_run, key) -> tuple[list[dict], dict]:
+def run(settings: list[Recipe], seeds: list[int], one_run, key, done=(), on_run=None) -> tuple[list[dict], dict]:
     """Each setting with each seed: ``one_run(recipe)`` returns (dev results {file: {metric: value}}, model).
-    ``key(results)`` is the number that ranks a run.  Returns the table (a row per setting: its runs, the mean
-    and sample spread of ``key``) and the best: its recipe, results and model."""
-    table, best = [], None
+    ``key(results)`` is the number that ranks a run.  ``done``: the results of the first runs, made before
+    (a resumed job): not run again, their models None.  ``on_run(index, results, model, keep)`` after each new run, ``keep``
+    the runs (their numbers, in order from 0) whose models the search may still choose.  Returns the table (a
+    row per setting: its runs, the mean and sample spread of ``key``) and the best: its recipe, results and
+    run number."""
+    table, best, index = [], None, 0
     for setting in settings:
         runs, top = [], None
         for seed in seeds:
             recipe = dataclasses.replace(setting, seed=seed)
-            results, model = one_run(recipe)
-            runs.append((key(results), recipe, results))
+            results, model = (done[index], None) if index < len(done) else one_run(recipe)
+            runs.append((key(results), recipe, results, index))
             if top is None or runs[-1][0] > top[0]:
-                top = (*runs[-1], model)            # this setting's best seed so far, and its model
-        values = np.array([r[0] for r in runs])
-        row = {"batch_size": setting.batch_size, "lr": setting.lr, "epochs": setting.epochs,
-               "mean": float(values.mean()), "spread": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
-               "runs": [{"seed": r[1].seed, "dev": r[2]} for r in runs]}
-        table.append(row)
-        if best is None or row["mean"] > best["mean"]:
-            best = {"mean": row["mean"], "recipe": top[1], "results": top[2], "model": top[3]}
+                top = runs[-1]                      # this setting's best seed so far
+            if len(runs) == len(seeds):
+                values = np.array([r[0] for r in runs])
+                row = {"batch_size": setting.batch_size, "lr": setting.lr, "epochs": setting.epochs,
+                       "mean": float(values.mean()), "spread": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+                       "runs": [{"seed": r[1].seed, "dev": r[2]} for r in runs]}
+                table.append(row)
+                if best is None or row["mean"] > best["mean"]:
+                    best = {"mean": row["mean"], "recipe": top[1], "results": top[2], "index": top[3]}
+            if on_run is not None and index >= len(done):
+                keep = {top[3]} if len(runs) < len(seeds) else set()
+                on_run(index, results, model, keep | ({best["index"]} if best is not None else set()))
+            index += 1
     return table, best
 
 

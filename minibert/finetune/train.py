@@ -36,17 +36,24 @@ class Recipe:
         return total, int(total * self.warmup_proportion)
 
 
-def train(model, features: Features, pad_id: int, recipe: Recipe = Recipe(), on_step=None) -> list[float]:
-    """Fine-tune ``model`` on ``features``; returns the loss of every step.  ``on_step(step, loss)`` after
-    each (the progress bar, the metrics log).  A model in mixed precision is trained with a loss scale
-    (``optim.LossScaler``), a step whose gradients overflowed not taken, as ``pretrain`` does."""
+def train(model, features: Features, pad_id: int, recipe: Recipe = Recipe(), on_step=None, start=None) -> list[float]:
+    """Fine-tune ``model`` on ``features``; returns the loss of every step taken.  ``on_step(step, loss, opt,
+    scaler)`` after each (the progress bar, the metrics log, a checkpoint).  ``start(opt, scaler)``, where
+    given, loads a checkpoint into the model, AdamW and the loss scaler and returns its step: the run goes on
+    after it with the batches and dropout masks it would have had without the stop.  A model in mixed
+    precision is trained with a loss scale (``optim.LossScaler``), a step whose gradients overflowed not
+    taken, as ``pretrain`` does."""
     opt = AdamW(model.params, lr=recipe.lr, weight_decay=recipe.weight_decay)
     scaler = LossScaler() if model.mixed_precision else None
     total, warmup = recipe.steps(len(features))
+    first = start(opt, scaler) if start is not None else 0
     losses, step = [], 0
     model.train()
     for epoch in range(recipe.epochs):
         for rows in batches_of(epoch_order(len(features), recipe.seed, epoch), recipe.batch_size):
+            if step < first:            # taken before the checkpoint: the order and the masks skip it
+                step += 1
+                continue
             model.seed_dropout((recipe.seed, step))
             out = model.forward(**batch(features, rows, pad_id), train=True)
             loss_scale = scaler.scale if scaler is not None else 1.0
@@ -56,7 +63,7 @@ def train(model, features: Features, pad_id: int, recipe: Recipe = Recipe(), on_
             losses.append(float(out.loss))
             step += 1
             if on_step is not None:
-                on_step(step, losses[-1])
+                on_step(step, losses[-1], opt, scaler)
     return losses
 
 
