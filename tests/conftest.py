@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-# make test runs the tests in two processes (pytest-xdist; README, "What is checked"): each keeps
+# make test runs the tests in a process per core (pytest-xdist; README, "What is checked"): each keeps
 # BLAS to one thread, it and what it starts (runs, notebook kernels).  Two processes with a BLAS
 # pool of two threads each, on two cores, spin against each other: one test took 7 times as long.
 if os.environ.get("PYTEST_XDIST_WORKER"):

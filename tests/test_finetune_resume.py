@@ -94,7 +94,7 @@ def test_a_folder_of_another_job_or_none_is_refused_in_one_line(pretrained, data
 
     assert "already holds a fine-tuning job" in refused(*flags)
     assert "the runs differ (--lr" in refused("--epochs", "1", "--batch-size", "16", "--lr", "2e-3", "--resume")
-    assert "max_seq_length: then 128, now 64" in refused(*flags, "--max-seq-length", "64", "--resume")
+    assert "max_seq_length: then 64, now 32" in refused(*flags, "--max-seq-length", "32", "--resume")
     changed = data.parent / "changed" / "SST-2"
     changed.mkdir(parents=True)
     for name in ("train.tsv", "dev.tsv"):

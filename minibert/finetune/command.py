@@ -56,7 +56,9 @@ def add_command(sub) -> None:
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="(default: %(default)s)")
     p.add_argument("--epochs", type=int, default=d.epochs, help="(default: %(default)s)")
-    p.add_argument("--max-seq-length", type=int, default=128, help="(default: %(default)s)")
+    p.add_argument("--max-seq-length", type=int, default=None,
+                   help="the longest input in tokens, longer examples cut (default: 128, or the model's length "
+                        "where it is shorter)")
     p.add_argument("--seed", type=int, default=d.seed, help="fixes the new weights, the order and dropout")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: on a GPU, with CuPy")
     p.add_argument("--mixed-precision", action="store_true",
@@ -98,7 +100,7 @@ def task_folder(t: glue.Task, data_dir: Path | None) -> Path:
 def command(ns) -> int:
     t = custom_task(ns.data_dir, ns.text_a, ns.text_b, ns.label, ns.labels, ns.regression, ns.id) \
         if ns.task.lower() == "custom" else glue.task(ns.task)
-    for name in ("batch_size", "epochs", "max_seq_length", "seeds", "save_every"):
+    for name in ("batch_size", "epochs", "seeds", "save_every"):
         if getattr(ns, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be 1 or more, not {getattr(ns, name)}")
     if not (0 < ns.lr < 1):
@@ -115,6 +117,8 @@ def command(ns) -> int:
     first_model, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device, random_init=ns.random_init,
                                         mixed_precision=ns.mixed_precision, kernels=KERNELS)
     positions, least = first_model.config.max_position_embeddings, 2 if train_set.text_b is None else 3
+    if ns.max_seq_length is None:
+        ns.max_seq_length = min(128, positions)
     if not least <= ns.max_seq_length <= positions:
         raise ValueError(f"--max-seq-length {ns.max_seq_length}: the model reads {positions} tokens at most, and "
                          f"{t.name}'s examples need {least} for [CLS] and [SEP]" + (" [SEP]" if least == 3 else ""))
