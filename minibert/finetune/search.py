@@ -49,10 +49,10 @@ def grid(spec: str | None, base: Recipe) -> list[Recipe]:
 def run(settings: list[Recipe], seeds: list[int], one_run, key, done=(), on_run=None) -> tuple[list[dict], dict]:
     """Each setting with each seed: ``one_run(recipe)`` returns (dev results {file: {metric: value}}, model).
     ``key(results)`` is the number that ranks a run.  ``done``: the results of the first runs, made before
-    (a resumed job): not run again, their models None.  ``on_run(index, results, model, keep)`` after each new run, ``keep``
-    the runs (their numbers, in order from 0) whose models the search may still choose.  Returns the table (a
-    row per setting: its runs, the mean and sample spread of ``key``) and the best: its recipe, results and
-    run number."""
+    (a resumed job): not run again, their models None.  ``on_run(index, results, model, keep)`` after each
+    new run, ``keep`` the runs (their numbers, in order from 0) whose models the search may still choose.
+    Returns the table (a row per setting: its runs, the mean and sample spread of ``key``) and the best: its
+    recipe, results and run number."""
     table, best, index = [], None, 0
     for setting in settings:
         runs, top = [], None
