@@ -34,7 +34,9 @@ def plot_finetune(metrics_file: Path, metric: tuple, path: Path):
         ax2.plot([i] * len(values), values, "o", alpha=0.6, color="C0")
         ax2.plot([i - 0.3, i + 0.3], [sum(values) / len(values)] * 2, color="C1", lw=2)
     ax2.set_xticks(range(len(results)))
-    ax2.set_xticklabels([f"b{b}\nlr {lr:g}\n{e} ep." for lr, b, e in results], fontsize=7)
+    many = len(results) > 6                 # BERT's grid has 18: a label each, upright
+    ax2.set_xticklabels([f"b{b}, lr {lr:g}, {e} ep." if many else f"b{b}\nlr {lr:g}\n{e} ep." for lr, b, e in results],
+                        fontsize=7, rotation=90 if many else 0)
     ax2.set_ylabel(f"{metric[0]} {metric[1]}")
     ax2.set_title("Each run (dots) and each setting's mean (line)")
     fig.tight_layout()
