@@ -1,5 +1,4 @@
 """Shared fixtures and helpers for the minibert tests."""
-import contextlib
 import os
 import subprocess
 import sys
