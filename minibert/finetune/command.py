@@ -158,6 +158,7 @@ class Job:
 
     def __init__(self, ns, t, tokenizer, features, dev_features, dev_labels, first_model, settings):
         self.ns, self.t, self.pad_id = ns, t, tokenizer.pad_id
+        self.num_labels = first_model.num_labels
         self.features, self.dev_features, self.dev_labels = features, dev_features, dev_labels
         self.fresh = {ns.seed: first_model}          # the first run's model: not loaded a second time
         self.settings, self.seeds = settings, [ns.seed + k for k in range(ns.seeds)]
@@ -179,8 +180,8 @@ class Job:
         model = self.fresh.pop(seed, None)
         if model is None:
             ns = self.ns
-            model = load(ns.model, 1 if self.t.labels is None else len(self.t.labels), seed=seed, device=ns.device,
-                         mixed_precision=ns.mixed_precision, kernels=KERNELS, random_init=ns.random_init)[0]
+            model = load(ns.model, self.num_labels, seed=seed, device=ns.device, mixed_precision=ns.mixed_precision,
+                         kernels=KERNELS, random_init=ns.random_init)[0]
         return model
 
     def restored(self, params):
@@ -219,6 +220,7 @@ def _train_with_progress(model, job, recipe, log, tag, progress, stop, index):
     total, _ = recipe.steps(len(job.features))
     ns = job.ns
     desc = f"lr {recipe.lr:g}, batch {recipe.batch_size}, seed {recipe.seed}"
+    before = job.steps_before(index)           # the job's steps in the runs before this one (for --stop-at)
     with tqdm(total=total, desc=desc, unit="step", file=sys.stderr, disable=None) as bar:
         def start(opt, scaler):
             step = progress.restore(model, opt, scaler)
@@ -229,8 +231,7 @@ def _train_with_progress(model, job, recipe, log, tag, progress, stop, index):
             log.write(json.dumps({"step": step, **tag, "loss": loss}) + "\n")
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}")
-            why = stop.received or ("--stop-at" if ns.stop_at is not None
-                                    and job.steps_before(index) + step >= ns.stop_at else None)
+            why = stop.received or ("--stop-at" if ns.stop_at is not None and before + step >= ns.stop_at else None)
             if why or step % ns.save_every == 0:
                 saved = progress.save_step(step, model, opt, scaler, log)
                 if why:

@@ -7,8 +7,8 @@ Everything lives in ``OUT/checkpoints/``:
   kept, and how long ``metrics.jsonl`` was then;
 * ``run-<i>/checkpoint-<step>.npz``: run ``i``, the one in progress: its weights, AdamW's moments and step
   count, the loss scaler, where ``metrics.jsonl`` ended (written every ``--save-every`` steps and on a stop);
-* ``model-<i>.npz``: a finished run's weights, for at most two runs: the best setting's best seed so far and
-  the current setting's.
+* ``model-<i>/checkpoint-<i>.npz``: a finished run's weights, for at most two runs: the best setting's best
+  seed so far and the current setting's.
 
 A run is fixed by its recipe and seed (``train.train``: each epoch's order by (seed, epoch), each step's
 dropout by (seed, step)), so a finished run is not run again (its results are read back and the search's
@@ -51,10 +51,14 @@ class Progress:
     def __init__(self, out: Path, identity: dict, resume: bool):
         self.out, self.dir, self.identity = out, out / FOLDER, identity
         self.done, self.log_offset = [], 0
+        self.saved = None          # the run in progress's checkpoint, read once: (path, arrays, meta)
         state_file = self.dir / STATE
         if not resume:
             if state_file.exists():
-                finished = '"finished": true' in state_file.read_text(encoding="utf-8", errors="replace")
+                try:
+                    finished = json.loads(state_file.read_text(encoding="utf-8")).get("finished") is True
+                except (ValueError, UnicodeDecodeError, AttributeError):
+                    finished = False
                 raise ValueError(f"{out} already holds a " + ("finished fine-tuning job (results.json): choose "
                                  "another --out, or delete it first" if finished else
                                  f"fine-tuning job ({state_file}): pass --resume to continue it, or choose "
@@ -76,32 +80,27 @@ class Progress:
             raise ValueError(f"--resume: {out} holds another job ({_differences(diff, theirs, identity)}); "
                              f"give the command it was started with, or choose another --out")
         self.done, self.log_offset = done, int(offset)
+        path = latest_checkpoint(self.dir / f"run-{len(done)}")
+        if path is not None:
+            arrays, meta = load_checkpoint(path)
+            if meta.get("run") != identity["runs"][len(done)]:
+                raise CheckpointError(f"{path} is not a checkpoint of run {len(done)} of this job; the job cannot "
+                                      f"be resumed: start it in another --out")
+            self.saved = (path, arrays, meta)
 
     def start_log(self, path: Path):
         """``metrics.jsonl`` opened for appending, cut back to the saved state (lines after it are written again)."""
-        if self.done or self.running_checkpoint() is not None:
-            offset = self.log_offset
-            saved = self.running_checkpoint()
-            if saved is not None:
-                offset = load_checkpoint(saved)[1]["log_offset"]
+        if self.done or self.saved is not None:
             with open(path, "r+b") as f:
-                f.truncate(offset)
+                f.truncate(self.saved[2]["log_offset"] if self.saved is not None else self.log_offset)
             return open(path, "a", encoding="utf-8")
         return open(path, "w", encoding="utf-8")
 
-    def running_checkpoint(self):
-        """The checkpoint of the run in progress (run ``len(done)``), or None."""
-        return latest_checkpoint(self.dir / f"run-{len(self.done)}")
-
     def restore(self, model, opt, scaler) -> int:
         """Load the run in progress's checkpoint into ``model``, ``opt`` and ``scaler``; its step."""
-        path = self.running_checkpoint()
-        if path is None:
+        if self.saved is None:
             return 0
-        arrays, meta = load_checkpoint(path)
-        if meta.get("run") != self.identity["runs"][len(self.done)]:
-            raise CheckpointError(f"{path} is not a checkpoint of run {len(self.done)} of this job; the job cannot "
-                                  f"be resumed: start it in another --out")
+        (path, arrays, meta), self.saved = self.saved, None       # its arrays are not kept beyond this
         targets = {"params": model.params.data, "adam_m": opt.m, "adam_v": opt.v}
         for name, target in targets.items():
             if name not in arrays or arrays[name].shape != target.shape:
