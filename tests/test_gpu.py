@@ -539,3 +539,23 @@ def test_fused_attention_on_the_tensor_cores(T, monkeypatch):
     for name, a, b in zip(("out", "dq", "dk", "dv"), run(0.1), run(0.1, on=False)):
         a, b = a.astype(np.float64), b.astype(np.float64)
         assert np.abs(a - b).max() <= 3e-3 * np.abs(b).max(), name
+
+
+@pytest.mark.parametrize("precision", [[], ["--mixed-precision"]], ids=["float32", "mixed"])
+def test_minibert_finetune_on_the_gpu_learns_and_resumes_as_on_the_cpu(tmp_path, precision):
+    """``minibert finetune --device cuda``: the SST-2-like task of tests/test_finetune_cli.py learned in
+    float32 and in mixed precision, and a job stopped part-way and resumed ends with the same files."""
+    import json
+    from minibert.cli import main
+    from test_finetune_cli import small_bert, sst2_folder
+    model = small_bert(tmp_path / "model")
+    sst2_folder(tmp_path / "glue", np.random.default_rng(0))
+    args = ["finetune", "--task", "sst2", "--model", str(model), "--data-dir", str(tmp_path / "glue"), "--lr", "2e-3",
+            "--epochs", "6", "--batch-size", "16", "--seed", "5", "--device", "cuda", *precision]
+    assert main(args + ["--out", str(tmp_path / "once")]) == 0
+    assert json.loads((tmp_path / "once" / "results.json").read_text())["dev"]["dev"]["accuracy"] > 0.95
+    assert main(args + ["--out", str(tmp_path / "twice"), "--stop-at", "50"]) == 0
+    assert main(args + ["--out", str(tmp_path / "twice"), "--resume"]) == 0
+    for name in ("metrics.jsonl", "results.json", "predictions/SST-2.tsv"):
+        once, twice = ((tmp_path / run / name).read_text() for run in ("once", "twice"))
+        assert twice == once.replace(str(tmp_path / "once"), str(tmp_path / "twice")), name

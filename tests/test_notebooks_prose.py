@@ -499,8 +499,6 @@ def claims_06b(outputs):
 
 # ------------------------------------------------------------------ 08 fine-tuning
 def claims_08(outputs):
-    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven",
-             12: "twelve"}
     pct = lambda values: [float(v) for v in values]
     mean = lambda values: sum(pct(values)) / len(values)
 
@@ -535,23 +533,22 @@ def claims_08(outputs):
                             + " after 6, " + NUM + " after 10, " + NUM + " at the end")
              for start in ("pre-trained", "random init")}
     (p0, p1), (r0, r1) = [[curve[start, s] for s in (0, 1)] for start in ("pre-trained", "random init")]
-    assert r0[0] == r1[0] == "25.00"
-    yield f"The random start is at chance after two epochs ({r0[0]}% with both seeds"
-    assert min(float(p0[2]), float(p1[2])) > max(float(r0[-1]), float(r1[-1])), "past the random start's end, seed by seed"
-    yield (f"is at {means['pre-trained'][1]}% on average after six epochs, already past where the random start ends "
-           f"after twenty ({means['random init'][3]}%), and after ten ({means['pre-trained'][2]}%) it has reached its "
-           f"final level")
-    assert all(float(means["pre-trained"][2]) >= mean([p0[k], p1[k]]) for k in range(5, 10))
+    assert max(pct([r0[0], r1[0]])) < 35 and r1[0] == "25.00", "at or near chance, one seed exactly"
+    assert min(pct([p0[0], p1[0]])) - max(pct([r0[0], r1[0]])) > 10
+    yield (f"After two epochs the random start is at or near chance ({r0[0]}% with seed 0, {r1[0]}% with seed 1, as "
+           f"if it gave every sentence the same class), the pre-trained start at {p0[0]}% and {p1[0]}%; after four, "
+           f"the means are {means['pre-trained'][0]}% and {means['random init'][0]}%")
+    assert float(r1[2]) > float(p1[2]) and all(a > b for a, b in zip(pct(p0), pct(r0))), "the seeds part ways"
+    assert float(r1[1]) > float(p1[1]) and float(r1[0]) < float(p1[0]), "seed 1 passes at epoch 4, 'then'"
+    yield (f"with seed 1 the random start takes off and passes the pre-trained one ({r1[2]}% after six epochs, "
+           f"against {p1[2]}%), with seed 0 it stays behind to the end")
     gap = mean([p0[-1], p1[-1]]) - mean([r0[-1], r1[-1]])
     gap0, gap1 = float(p0[-1]) - float(r0[-1]), float(p1[-1]) - float(r1[-1])
+    assert gap0 > 0 > gap1
+    behind1 = "one point" if gap1 == -1 else f"{-gap1:g} points"
     yield (f"the pre-trained start classifies {means['pre-trained'][3]}% of the 400 held-out sentences correctly on "
-           f"average, the random start {means['random init'][3]}%: {gap:.1f} points more, but {words[round(gap0)]} points "
-           f"with seed 0 and {words[round(gap1)]} with seed 1")
-    assert float(p1[-1]) - float(p0[-1]) == 0.25
-    apart = abs(float(r1[-1]) - float(r0[-1]))
-    spoken = words[int(apart)] + (" and a half" if apart % 1 == 0.5 else "" if apart % 1 == 0 else "?")
-    yield (f"The two pre-trained runs end a quarter of a point apart ({p0[-1]}% and {p1[-1]}%), the two random ones "
-           f"{spoken} ({r0[-1]}% and {r1[-1]}%)")
+           f"average, the random start {means['random init'][3]}%: {gap:.1f} points more, but {gap0:g} points ahead "
+           f"with seed 0 and {behind1} behind with seed 1")
     p = mean([p0[-1], p1[-1], r0[-1], r1[-1]]) / 100
     yield f"standard error of about {100 * math.sqrt(p * (1 - p) / 400):.1f} points"
 
@@ -569,7 +566,7 @@ def claims_08(outputs):
     yield f"the pre-trained start is ahead in {ahead} of the {n} pairs and behind in {behind}"
     g = {key: float(row["gap"]) for key, row in table.items()}
     assert all(g[lr, 10] > 0 for lr in ("1e-03", "3e-03", "5e-03"))
-    yield "After 10 epochs its mean is ahead at every rate (by {}, {} and {} points)".format(
+    yield "After 10 epochs the pre-trained start's mean is ahead at every rate (by {}, {} and {} points)".format(
         *(table[lr, 10]["gap"].lstrip("+") for lr in ("1e-03", "3e-03", "5e-03")))
     assert g["5e-03", 20] > 0 and g["3e-03", 20] > 0 and g["1e-03", 20] < 0
     assert all(a < b for a, b in zip(pct(table["1e-03", 20]["pre"]), pct(table["1e-03", 20]["rnd"])))
@@ -590,11 +587,8 @@ def claims_08(outputs):
     best_rnd, best_pre = chosen["rnd"][:2], chosen["pre"][:2]
     yield (f"random start does best with the longest, gentlest schedule, $10^{{-3}}$ for 20 epochs "
            f"({chosen['rnd'][2]}% on the development sentences, {chosen['rnd'][3]}% on the test sentences)")
-    assert max(pct(table[best_pre]["pre"])) - min(pct(table[best_pre]["pre"])) <= 0.25
-    assert abs(float(table[best_pre]["pre_mean"]) - float(table["3e-03", 20]["pre_mean"]) - 1) < 0.05
-    yield (f"$5 \\times 10^{{-3}}$ for 20 epochs ({chosen['pre'][2]}% on development, {chosen['pre'][3]}% on test, "
-           f"its three seeds within a quarter of a point), with $3 \\times 10^{{-3}}$ a point behind on test "
-           f"({table['3e-03', 20]['pre_mean']}%)")
+    yield (f"The pre-trained start does best at the highest rate, $5 \\times 10^{{-3}}$ for 20 epochs "
+           f"({chosen['pre'][2]}% on development, {chosen['pre'][3]}% on test)")
     best_gap = mean(table[best_pre]["pre"]) - mean(table[best_rnd]["rnd"])
     (printed_gap,) = numbers(t, r"pre-trained minus random init: \+" + NUM + " points")
     assert f"{best_gap:.2f}" == printed_gap
@@ -603,28 +597,32 @@ def claims_08(outputs):
     yield (f"the pre-trained start is {best_gap:.2f} points ahead on the test sentences, less than the spread of the "
            f"random start's seeds there ({lo}% to {hi}%)")
     best_run = max((float(v), start) for row in table.values() for start in ("pre", "rnd") for v in row[start])
-    assert best_run[1] == "rnd"
-    yield f"the best single run of the table is a random start's ({best_run[0]:.2f}%)"
-    yield (f"is close to the pre-trained start's chosen one but not to the random start's "
-           f"({table['3e-03', 20]['rnd_mean']}% against {table[best_rnd]['rnd_mean']}%)")
-    ours = [key for key in table if key[0] != "5e-05"]
-    high = [key for key in ours if key[0] in ("3e-03", "5e-03")]
+    assert best_run[1] == "pre"
+    yield f"the best single run of the table is a pre-trained start's ({best_run[0]:.2f}%)"
+    ours = table["3e-03", 20]
+    assert ("3e-03", 20) not in (best_pre, best_rnd) and 0 < float(ours["gap"]) < best_gap
+    yield (f"is the choice of neither start ({ours['pre_mean']}% and {ours['rnd_mean']}% on test, against "
+           f"{table[best_pre]['pre_mean']}% and {table[best_rnd]['rnd_mean']}% at their own), and the gap it shows at "
+           f"the end with three seeds, {ours['gap'].lstrip('+')} points, is smaller than at the chosen settings")
+    high = [("3e-03", 10), ("5e-03", 10)]
     spread = lambda values: max(pct(values)) - min(pct(values))
     assert all(spread(table[k]["rnd"]) > spread(table[k]["pre"]) for k in high)
     widest_pre = max(high, key=lambda k: spread(table[k]["pre"]))
     widest_rnd = max(high, key=lambda k: spread(table[k]["rnd"]))
     assert widest_pre == ("3e-03", 10) and widest_rnd == ("5e-03", 10)
-    yield ("its three seeds end at most {:g} points apart ({}% to {}%, $3 \\times 10^{{-3}}$ for 10 epochs), the random "
-           "start's as much as {:g} ({}% to {}%, $5 \\times 10^{{-3}}$ for 10 epochs)").format(
+    assert min(pct(table[widest_rnd]["rnd"])) < 40, "'some of its runs having barely left chance'"
+    yield ("its three seeds end at most {:g} points apart ({}% to {}%, $3 \\times 10^{{-3}}$), the random start's as "
+           "much as {:g} ({}% to {}%, $5 \\times 10^{{-3}}$)").format(
         spread(table[widest_pre]["pre"]), *span(table[widest_pre]["pre"]),
         spread(table[widest_rnd]["rnd"]), *span(table[widest_rnd]["rnd"]))
     bert4, bert20 = table["5e-05", 4], table["5e-05", 20]
     assert set(bert4["rnd"]) == set(bert20["rnd"]) == {"25.00"}
+    assert all(abs(v - 25) < 5 for v in pct(bert4["pre"])), "'at or near chance'"
     yield ("the random start at exactly 25.00% for all three seeds, the pre-trained one at {}% to {}%), and after 20 the "
            "random start is still at 25.00% and the pre-trained start reaches only {}%").format(
         *span(bert4["pre"]), bert20["pre_mean"])
     # the notebook's setting in the sweep: seeds 0 and 1 are the notebook's own runs
-    assert table["3e-03", 20]["pre"][:2] == [p0[-1], p1[-1]] and table["3e-03", 20]["rnd"][:2] == [r0[-1], r1[-1]]
+    assert ours["pre"][:2] == [p0[-1], p1[-1]] and ours["rnd"][:2] == [r0[-1], r1[-1]]
     # the JSON: its final accuracies are the table's, and after two epochs the pre-trained start leads every pair
     sweep = json.loads((PRETRAINED / "fine_tuning_sweep.json").read_text(encoding="utf-8"))
     runs = {(r["lr"], r["epochs"], r["start"], r["seed"]): r for r in sweep["runs"]}
@@ -635,9 +633,13 @@ def claims_08(outputs):
                    for k in runs if k[2] == "pre-trained" and k[0] >= 1e-3]
     assert len(early_pairs) == int(n) and all(a > b for a, b in early_pairs)
     yield f"after two epochs the pre-trained start is ahead in all {len(early_pairs)} pairs"
-    yield (f"{gap:.1f} points with two seeds at the notebook's setting, {table['3e-03', 20]['gap'].lstrip('+')} there "
-           f"with three seeds, ahead in {ahead} of {n} pairs over the sweep, and {best_gap:.2f} points, inside the seed "
-           f"spread, when each start gets the setting the development sentences choose for it")
+    ahead_at_20 = [lr for lr in ("1e-03", "3e-03", "5e-03") if g[lr, 20] > 0]
+    assert len(ahead_at_20) == 2
+    yield "at the end of 20 epochs a gain at two of our three rates, but not at the third"
+    yield (f"{gap:.1f} points with two seeds at the notebook's setting (one seed ahead, the other behind), "
+           f"{ours['gap'].lstrip('+')} there with three seeds, ahead in {ahead} of {n} pairs over the sweep, and "
+           f"{best_gap:.2f} points, inside the seed spread, when each start gets the setting the development sentences "
+           f"choose for it")
 
     # the learning-rate budget: a twentieth of a nat, fifty times more room for BERT-base on MRPC
     t = output_with(outputs, "(H + 1) x sum")
@@ -692,7 +694,7 @@ def claims_08(outputs):
     gaps = [float(pu0) - float(ru0), float(pu1) - float(ru1)]
     around = round(sum(gaps) / 2)
     assert all(abs(x - around) < 1 for x in gaps)
-    yield f"the gap at the end was {gap:.1f} points with two seeds and depended on the setting"
+    yield f"the gap at the end was {gap:.1f} points with two seeds and depended on the setting and the seed"
     yield f"it is about {around} points with each seed"
     yield "{}% to {}% against {}% to {}% on tokens that no labelled sentence contains".format(
         *span([pu0, pu1]), *span([ru0, ru1]))

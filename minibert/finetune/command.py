@@ -191,7 +191,7 @@ class Job:
 
     def run(self, progress):
         """The search (one run without ``--search``), from where ``progress`` stopped; (table, best)."""
-        first = (self.t.dev_files[0], self.t.metrics[0])
+        first = self.t.ranked_by
         with progress.start_log(self.ns.out / "metrics.jsonl") as log, StopSignal() as stop:
             def one_run(recipe):
                 model = self.model(recipe.seed)
@@ -242,7 +242,7 @@ def _train_with_progress(model, job, recipe, log, tag, progress, stop, index):
 
 def _write_outputs(ns, t, job, tokenizer, model, tests, note, table, best) -> None:
     """The test files' predictions, the model, results.json, the plot; the table and the dev metrics printed."""
-    first = (t.dev_files[0], t.metrics[0])
+    first = t.ranked_by
     results = best["results"]
     plot_finetune(ns.out / "metrics.jsonl", first, ns.out / "finetune.png")
     for name, test in tests.items():

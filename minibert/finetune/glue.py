@@ -49,6 +49,12 @@ class Task:
     suffix: str = ".tsv"
     folder: str = ""                        # the task's folder in GLUE's download (SST-2/, ...)
 
+    @property
+    def ranked_by(self) -> tuple:
+        """(development file, metric): the number a setting of the search is ranked by (MNLI: matched;
+        MRPC and QQP: F1)."""
+        return self.dev_files[0], self.metrics[0]
+
 
 PAIR = dict(text_a="sentence1", text_b="sentence2")
 TASKS = {t.name: t for t in (
