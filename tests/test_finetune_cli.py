@@ -153,9 +153,33 @@ def test_a_custom_csv_task_with_named_columns(pretrained, tmp_path, rng):
     assert main(["finetune", "--task", "custom", "--text-a", "review", "--label", "stars", "--id", "id",
                  "--model", str(pretrained), "--data-dir", str(folder), "--out", str(out), "--lr", "2e-3",
                  "--epochs", "6", "--batch-size", "16", "--seed", "5"]) == 0
-    dev = json.loads((out / "results.json").read_text())["dev"]["dev"]
+    results = json.loads((out / "results.json").read_text())
+    dev = results["dev"]["dev"]
     assert set(dev) == {"accuracy", "f1"} and dev["accuracy"] > 0.95
     assert (out / "predictions" / "custom.tsv").read_text().splitlines()[1].split("\t") == ["17", "pos"]
+    assert results["test"] is None                      # a test file without the label's column: predictions only
+
+
+def test_a_custom_tasks_test_file_with_labels_is_scored_too(pretrained, tmp_path, rng, capsys):
+    folder = tmp_path / "topics"
+    folder.mkdir()
+    for split, n in (("train", 320), ("dev", 60), ("test", 90)):
+        rows = "".join(f"{s}\t{'up' if y else 'down'}\tx\n" for s, y in sentences(rng, n))
+        (folder / f"{split}.tsv").write_text("text\tlabel\tother\n" + rows)
+    out = tmp_path / "out"
+    assert main(["finetune", "--task", "custom", "--text-a", "text", "--label", "label", "--model", str(pretrained),
+                 "--data-dir", str(folder), "--out", str(out), "--lr", "2e-3", "--epochs", "6", "--batch-size", "16",
+                 "--seed", "5"]) == 0
+    test = json.loads((out / "results.json").read_text())["test"]["test"]
+    gold = [line.split("\t")[1] for line in (folder / "test.tsv").read_text().splitlines()[1:]]
+    predicted = [line.split("\t")[1] for line in (out / "predictions" / "custom.tsv").read_text().splitlines()[1:]]
+    assert test["accuracy"] == np.mean([a == b for a, b in zip(predicted, gold)]) > 0.95
+    assert f"test: accuracy {test['accuracy']:.4f}, f1 {test['f1']:.4f}" in capsys.readouterr().out
+    (folder / "test.tsv").write_text("text\tlabel\nthe film\tup\na story\tsideways\n")
+    assert main(["finetune", "--task", "custom", "--text-a", "text", "--label", "label", "--model", str(pretrained),
+                 "--data-dir", str(folder), "--out", str(tmp_path / "again")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "test.tsv, line 3, column 'label': 'sideways' is not one of" in err, err
 
 
 @pytest.mark.parametrize("args, says", [

@@ -241,25 +241,28 @@ def _train_with_progress(model, job, recipe, log, tag, progress, stop, index):
 
 
 def _write_outputs(ns, t, job, tokenizer, model, tests, note, table, best) -> None:
-    """The test files' predictions, the model, results.json, the plot; the table and the dev metrics printed."""
+    """The test files' predictions (and their metrics, where a custom task's test file has labels), the
+    model, results.json, the plot; the table and the metrics printed."""
     first = t.ranked_by
-    results = best["results"]
+    results, scored = best["results"], {}
     plot_finetune(ns.out / "metrics.jsonl", first, ns.out / "finetune.png")
     for name, test in tests.items():
-        _write_predictions(t, name, predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id),
-                           test.ids or list(range(len(test.text_a))), ns.out / "predictions")
+        logits = predict(model, encode(tokenizer, test, ns.max_seq_length), tokenizer.pad_id)
+        _write_predictions(t, name, logits, test.ids or list(range(len(test.text_a))), ns.out / "predictions")
+        if test.labels is not None:
+            scored[name] = scores(t, logits, test.labels)
     model.save_pretrained(ns.out / "model", labels=t.labels or ["score"])
     tokenizer.write_vocab_file(ns.out / "model" / "vocab.txt")
     searched = len(table) > 1 or ns.seeds > 1
     (ns.out / "results.json").write_text(json.dumps({
         "task": t.name, "model": str(ns.model), "new_weights": note, "recipe": best["recipe"].__dict__,
         "max_seq_length": ns.max_seq_length, "truncated_examples": job.features.truncated, "dev": results,
-        "search": table if searched else None}, indent=1) + "\n", encoding="utf-8")
+        "test": scored or None, "search": table if searched else None}, indent=1) + "\n", encoding="utf-8")
     if searched:
         print(search.render(table, f"{first[0]} {first[1]}"))
         print(f"best: batch {best['recipe'].batch_size}, lr {best['recipe'].lr:g}, {best['recipe'].epochs} epochs "
               f"(seed {best['recipe'].seed}, kept in {ns.out / 'model'})")
-    for name, r in results.items():
+    for name, r in {**results, **scored}.items():
         print(f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items()))
 
 

@@ -3,12 +3,14 @@
 The folder holds ``train`` and ``dev`` files, and optionally ``test``, all ``.tsv`` (tabs, no quoting) or
 all ``.csv`` (commas, fields quoted as Python's csv reads them).  ``--text-a`` names the text's column,
 ``--text-b`` a second text's for a pair task, ``--label`` the label's, ``--id`` the test file's ids (its
-line numbers without it).  The labels are ``--labels`` in that order, or the training file's own,
+line numbers without it).  A test file with the label's column is scored too (GLUE's test files have no
+labels; a lecturer's own often do).  The labels are ``--labels`` in that order, or the training file's own,
 sorted (as numbers where they all are); ``--regression``: a number per example instead.  Metrics:
 accuracy, and F1 of the second label for two; Pearson and Spearman for a regression.
 """
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from .glue import Columns, Task, TaskDataError, column_values
@@ -26,8 +28,10 @@ def custom_task(folder: Path | None, text_a: str | None, text_b: str | None, lab
     if regression and labels:
         raise TaskDataError("--labels names classes; --regression has none: give one of them")
     suffix = _suffix(folder)
+    scored = label in _header(folder / f"test{suffix}")          # a test file with labels
     task = Task("custom", None, ("pearson", "spearman"), Columns(text_a, text_b, label),
-                Columns(text_a, text_b, index=id_column), submission=("custom",), score_range=None, suffix=suffix)
+                Columns(text_a, text_b, label if scored else None, id_column), submission=("custom",),
+                score_range=None, suffix=suffix)
     if regression:
         return task
     names = [n.strip() for n in labels.split(",")] if labels else _found(task, folder / f"train{suffix}", label)
@@ -44,6 +48,18 @@ def _suffix(folder: Path) -> str:
                                              "no train.tsv or train.csv (--task custom reads train, dev and, "
                                              "if there, test files of one kind)"))
     return found[0]
+
+
+def _header(path: Path) -> list:
+    """The column names of a file's first line ([] where there is no such file: it is optional)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            first = f.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return []                      # (reading the file itself says what is wrong with it)
+    if path.suffix == ".csv":
+        return next(csv.reader([first]), []) if first else []
+    return first.split("\t")
 
 
 def _found(task: Task, path: Path, label: str) -> list:
