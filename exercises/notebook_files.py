@@ -113,10 +113,10 @@ def exercise_files(data: bytes, names) -> dict:
         try:
             tree = ast.parse(text)
         except SyntaxError as exc:
-            broken.append((number, text, f"cell {number} does not parse: {exc.msg} (its line {exc.lineno})"))
+            broken.append((number, text, f"code cell {number} does not parse: {exc.msg} (its line {exc.lineno})"))
             continue
         except (ValueError, RecursionError, MemoryError) as exc:      # a NUL byte, an expression nested too deep
-            broken.append((number, text, f"cell {number} does not parse: {exc or type(exc).__name__}"))
+            broken.append((number, text, f"code cell {number} does not parse: {exc or type(exc).__name__}"))
             continue
         for node in tree.body:
             call = check_call(node)

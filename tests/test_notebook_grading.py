@@ -85,7 +85,7 @@ def test_a_cell_that_does_not_parse_costs_only_the_exercises_it_defines():
     assert "which no code cell defines" in lost["gelu"]
     odd = exercise_files(_notebook("def gelu_forward(x):\n    return x\0", "(" * 10000 + ")" * 10000,
                                    'check("gelu", gelu_forward=gelu_forward)'), NAMES)
-    assert "cell 1 does not parse" in odd["gelu"] and "gelu_forward" in odd["gelu"]
+    assert "code cell 1 does not parse" in odd["gelu"] and "gelu_forward" in odd["gelu"]
     with pytest.raises(ValueError, match="JSON does not parse"):
         exercise_files(b"[" * 100000 + b"]" * 100000, NAMES)
 
