@@ -10,28 +10,22 @@ precision; with dropout, the seed fixes the run on the device too.
 import numpy as np
 import pytest
 
-import minibert as mb
 from minibert.data.tokenizer import WordPieceTokenizer
 from minibert.finetune.features import encode
-from minibert.finetune.model import BertForSequenceClassification
 from minibert.finetune.train import Recipe, predict, train
-from test_finetune_train import VOCAB, sst2_like
+from test_finetune_train import VOCAB, small_model, sst2_like
 from test_sync_free_step import REASON, Device, on_gpu_stand_in  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 RECIPE = Recipe(lr=2e-3, batch_size=16, epochs=2, seed=0)
 
 
-def fine_tune(mixed_precision, dropout=0.0, device="cpu", seed=0):
+def fine_tune(mixed_precision, dropout=0.0, device="cpu"):
     """(the loss of every step, the logits of the training examples afterwards, the model)."""
-    config = mb.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                           intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=dropout,
-                           attention_probs_dropout_prob=dropout)
-    model = BertForSequenceClassification(config, num_labels=2, seed=0, device=device, kernels="fast",
-                                          mixed_precision=mixed_precision)
+    model = small_model(dropout=dropout, layers=1, device=device, kernels="fast", mixed_precision=mixed_precision)
     tok = WordPieceTokenizer(VOCAB)
     features = encode(tok, sst2_like(np.random.default_rng(0), 40), 32)     # 3 batches an epoch, the last of 8
-    losses = train(model, features, tok.pad_id, Recipe(**{**RECIPE.__dict__, "seed": seed}))
+    losses = train(model, features, tok.pad_id, RECIPE)
     return np.array(losses), predict(model, features, tok.pad_id), model
 
 

@@ -29,11 +29,12 @@ def sst2_like(rng, n, shuffled=False):
     return glue.Examples(texts, None, labels.astype(np.int64), None, "made here")
 
 
-def small_model(num_labels=2, dropout=0.1, dtype="float32", seed=0):
-    config = mb.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+def small_model(num_labels=2, dropout=0.1, dtype="float32", seed=0, layers=2, **kwargs):
+    """``kwargs``: the rest of ``BertForSequenceClassification``'s (device, kernels, mixed_precision)."""
+    config = mb.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
                            intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=dropout,
                            attention_probs_dropout_prob=dropout)
-    return BertForSequenceClassification(config, num_labels=num_labels, seed=seed, dtype=dtype)
+    return BertForSequenceClassification(config, num_labels=num_labels, seed=seed, dtype=dtype, **kwargs)
 
 
 @pytest.mark.parametrize("shuffled", [False, True])

@@ -544,10 +544,12 @@ def test_fused_attention_on_the_tensor_cores(T, monkeypatch):
 @pytest.mark.parametrize("precision", [[], ["--mixed-precision"]], ids=["float32", "mixed"])
 def test_minibert_finetune_on_the_gpu_learns_and_resumes_as_on_the_cpu(tmp_path, precision):
     """``minibert finetune --device cuda``: the SST-2-like task of tests/test_finetune_cli.py learned in
-    float32 and in mixed precision, and a job stopped part-way and resumed ends with the same files."""
+    float32 and in mixed precision, and a job stopped part-way and resumed ends with the same files, byte for
+    byte."""
     import json
     from minibert.cli import main
     from test_finetune_cli import small_bert, sst2_folder
+    from test_finetune_resume import assert_same_outputs
     model = small_bert(tmp_path / "model")
     sst2_folder(tmp_path / "glue", np.random.default_rng(0))
     args = ["finetune", "--task", "sst2", "--model", str(model), "--data-dir", str(tmp_path / "glue"), "--lr", "2e-3",
@@ -556,6 +558,4 @@ def test_minibert_finetune_on_the_gpu_learns_and_resumes_as_on_the_cpu(tmp_path,
     assert json.loads((tmp_path / "once" / "results.json").read_text())["dev"]["dev"]["accuracy"] > 0.95
     assert main(args + ["--out", str(tmp_path / "twice"), "--stop-at", "50"]) == 0
     assert main(args + ["--out", str(tmp_path / "twice"), "--resume"]) == 0
-    for name in ("metrics.jsonl", "results.json", "predictions/SST-2.tsv"):
-        once, twice = ((tmp_path / run / name).read_text() for run in ("once", "twice"))
-        assert twice == once.replace(str(tmp_path / "once"), str(tmp_path / "twice")), name
+    assert_same_outputs(tmp_path / "once", tmp_path / "twice")
