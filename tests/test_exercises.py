@@ -56,6 +56,14 @@ def test_every_exercise_has_a_checker_and_its_table_of_mistakes():
         assert (ROOT / "exercises" / "solutions" / f"{ex}.py").is_file()
 
 
+def test_the_readme_counts_the_planted_mistakes_and_right_answers_the_tests_run():
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    sizes = [len(table.cases) for table in TABLES.values()]
+    words = {3: "three", 25: "twenty-five"}      # a size not here: write its word into the README and here
+    assert (f"({words[min(sizes)]} to {words[max(sizes)]} per exercise, {len(PLANTED)} in all)" in text
+            and f"on {len(VARIANTS)} right answers written differently" in text)
+
+
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_stub_fails(name):
     report = run_check(name, load_module(name, "stubs"))

@@ -94,6 +94,12 @@ def test_a_gpu_step_launches_no_more_kernels_than_it_did(corpus_file, tmp_path, 
     assert counts[1] <= MOST[precision], report(steps[1][1])
 
 
+def test_the_readme_quotes_the_counts_held_here():
+    from pathlib import Path
+    text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert f"{MOST['mixed']} in mixed precision against {MOST['float32']} in float32 at tiny" in text
+
+
 def test_the_count_sees_an_added_launch(corpus_file, tmp_path, monkeypatch, on_gpu_stand_in):
     """The counting itself: one more elementwise operation per GELU is one more launch each, seen
     where the GELU is called."""
