@@ -37,6 +37,7 @@ from pathlib import Path
 
 from . import EXERCISES, QUESTIONS, file_of
 from .points import award, read_points
+from .preflight import limits_problem, out_problem
 from .submissions import MAX_BYTES, NotebookPiece, NotebookRefused, Refused, find_submissions, read_below, shown
 
 # what grade checks: the pieces and the graded questions (the capstone, whose file must hold its pieces too, is
@@ -279,9 +280,8 @@ def run_grade(args, parser) -> int:
     else:
         print(f"warning: {NO_ISOLATION}", file=sys.stderr)
     out = args.out.resolve()
-    if out.is_dir() and args.submissions.resolve() in out.parents and any(out.rglob("*.py")):
-        parser.error(f"--out {args.out} lies in the submissions' folder and holds .py files: is it a "
-                     "student's folder? Write the results elsewhere")
+    if problem := out_problem(args.out, args.submissions):
+        parser.error(problem)
     found = find_submissions(args.submissions, list(dict.fromkeys(map(file_of, names))), args.single, skip=out,
                              exercises=names)
     # each exercise's file, or (a question without questions.py) the notebook that checks it
@@ -290,6 +290,8 @@ def run_grade(args, parser) -> int:
     if not submissions:
         parser.error(f"no submissions in {args.submissions}: one folder per student (alice/gelu.py), or "
                      "files named STUDENT_EXERCISE.py (alice_gelu.py)")
+    if problem := limits_problem(names, args.timeout, args.memory_mb, confine, args.jobs, grade_all):
+        parser.error(problem)
     start = time.perf_counter()
     try:
         rows = grade_all(submissions, names, args.jobs, args.timeout, args.memory_mb, confine,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 def read_points(path: Path | None, names) -> dict:
     """{exercise: its points} for each of ``names``; ValueError with the line at fault for a table that
-    names an exercise not graded or gives anything but a positive number."""
+    names an exercise not graded, or twice, or gives anything but a positive number."""
     points = dict.fromkeys(names, 1.0)
     if path is None:
         return points
@@ -23,6 +23,7 @@ def read_points(path: Path | None, names) -> dict:
             lines = list(csv.reader(f))
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from None
+    given = {}                 # exercise: the line that gave its points
     for number, line in enumerate(lines, start=1):
         cells = [c.strip() for c in line]
         if not any(cells) or (number == 1 and [c.lower() for c in cells] == ["exercise", "points"]):
@@ -33,6 +34,9 @@ def read_points(path: Path | None, names) -> dict:
         name, value = cells
         if name not in points:
             raise ValueError(f"{where}: {name!r} is not an exercise being graded ({', '.join(points)})")
+        if name in given:
+            raise ValueError(f"{where}: {name} is given points on line {given[name]} already")
+        given[name] = number
         try:
             points[name] = float(value)
         except ValueError:

@@ -5,16 +5,20 @@ exit status.
 """
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 
 def train_tokenizer(ns) -> int:
-    from .data.corpus import load_corpus
+    from .data.corpus import check_data_dir, load_corpus
     from .data.tokenizer import train_wordpiece
     from .data.wordpiece_trainer import check_vocab_size_option
     check_vocab_size_option(ns.vocab_size)
+    check_data_dir(ns.corpus, ns.data_dir)
+    if ns.out.endswith(("/", os.sep)):
+        raise ValueError(f"--out {ns.out} names a folder; name the vocabulary file, e.g. {Path(ns.out) / 'vocab.txt'}")
     out = Path(ns.out)
     replaces = _check_vocab_out(out, ns.corpus)
     corpus = load_corpus(ns.corpus, ns.corpus_format, data_dir=ns.data_dir, download=ns.data_dir is None)
@@ -51,6 +55,7 @@ def _check_vocab_out(out: Path, corpus: str) -> bool:
         return False
     if Path(corpus).exists() and out.resolve() == Path(corpus).resolve():
         raise ValueError(f"--out {out} is the corpus itself; writing the vocabulary there would replace it")
+    _check_not_a_models_vocab(out)
     from .data.vocab import UNK, load_vocab
     try:
         is_vocab = UNK in load_vocab(out)
@@ -60,6 +65,21 @@ def _check_vocab_out(out: Path, corpus: str) -> bool:
         raise FileExistsError(f"--out {out} already exists and is not a vocabulary (no [UNK] line); choose "
                               f"another --out, or delete the file first if it may go")
     return True
+
+
+def _check_not_a_models_vocab(out: Path) -> None:
+    """A model's or a run's own vocabulary is not replaced: its weights (or checkpoints) are tied to those token ids."""
+    from .model.hf_io import CONFIG_NAME, WEIGHTS_NAME
+    from .train.run_folder import RUN_NAME
+    folder = out.parent
+    if (folder / RUN_NAME).is_file():
+        whose = f"the run in {folder} ({RUN_NAME} there): its checkpoints and --resume"
+    elif (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
+        whose = f"the model in {folder} ({CONFIG_NAME} and {WEIGHTS_NAME} there): its weights"
+    else:
+        return
+    raise FileExistsError(f"--out {out} is the vocabulary of {whose} need these token ids, and a new vocabulary "
+                          f"gives them other words; write it elsewhere (another --out)")
 
 
 def fill_mask(ns) -> int:

@@ -181,6 +181,18 @@ def test_config_settings_minibert_does_not_implement_are_refused(tmp_path):
         mb.BertConfig.from_json_file(tmp_path / "config.json")
 
 
+def test_a_misspelt_config_key_is_refused_and_transformers_keys_are_not(tmp_path):
+    # a typo left the setting at its default: num_hiden_layers 1 trained BERT-base's 12 layers, unseen
+    (tmp_path / "config.json").write_text('{"hidden_size": 128, "num_attention_heads": 2, "num_hiden_layers": 1}')
+    with pytest.raises(ValueError, match=r"config.json: config key 'num_hiden_layers' is no setting of BERT's: did "
+                                         r"you mean 'num_hidden_layers'\? \(as it is, num_hidden_layers would keep "
+                                         r"its default, 12\)"):
+        mb.BertConfig.from_json_file(tmp_path / "config.json")
+    transformers = pytest.importorskip("transformers")
+    everything = transformers.BertConfig(num_labels=3, classifier_dropout=0.1).to_dict()   # every key it writes
+    assert mb.BertConfig.from_dict(everything).num_hidden_layers == everything["num_hidden_layers"]
+
+
 def test_loss_scale_takes_numpy_numbers(model):
     model.forward([[2, 5, 7]], nsp_labels=[0], train=False)
     model.backward(loss_scale=np.float32(2.0))

@@ -130,6 +130,8 @@ def test_hostile_input_is_one_line(pretrained, tmp_path, rng, capsys):
          "SST-2/dev.tsv, line 4, column 'sentence': a text of 180,000 characters"),
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(good), "--max-seq-length",
           "65"], "--max-seq-length 65: the model reads 64 tokens at most"),
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(good), "--max-seq-length", "2"],
+         "sst2's examples need 3 at least: [CLS], a token of the text and [SEP]"),   # not every text cut to nothing
         (["--task", "squad", "--model", str(pretrained), "--data-dir", str(tmp_path)], "no GLUE task 'squad'"),
         (["--task", "sst2", "--model", str(tmp_path / "nomodel"), "--data-dir", str(tmp_path / "bad")], None),
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "bad"), "--epochs", "0"],
@@ -196,6 +198,43 @@ def test_a_custom_task_refused_in_one_line(pretrained, tmp_path, capsys, args, s
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err, err
+
+
+@pytest.mark.parametrize("suffix, row, says", [
+    (".tsv", "what a great\tplay it was\tpos", "train.tsv, line 3: 3 fields, where the header has 2: a tab inside a text?"),
+    (".csv", "what a great, play it was,pos", "train.csv, line 3: 3 fields, where the header has 2: a comma in a text "
+                                              "outside quotes?"),
+])
+def test_a_custom_row_with_more_fields_than_its_header_is_refused(pretrained, tmp_path, capsys, suffix, row, says):
+    # where the extra field was dropped, 'play it was' became a third class and the task was trained as such
+    sep = "\t" if suffix == ".tsv" else ","
+    (tmp_path / f"train{suffix}").write_text(f"review{sep}stars\ngood{sep}pos\n{row}\nbad{sep}neg\n")
+    (tmp_path / f"dev{suffix}").write_text(f"review{sep}stars\nbad{sep}neg\n")
+    assert main(["finetune", "--task", "custom", "--text-a", "review", "--label", "stars", "--model", str(pretrained),
+                 "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+
+
+@pytest.mark.parametrize("there", ["run.json", "results.json", "model"])
+def test_a_new_job_writes_over_no_run_and_no_outputs_it_did_not_write(pretrained, tmp_path, rng, capsys, there):
+    sst2_folder(tmp_path / "glue", rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    if there == "model":
+        (out / "model").mkdir()
+        (out / "model" / "config.json").write_text("{}")
+    else:
+        (out / there).write_text("{}")
+    (out / "metrics.jsonl").write_text("a pre-training run's records\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["finetune", "--task", "sst2", "--model", str(pretrained), "--data-dir", str(tmp_path / "glue"),
+                 "--out", str(out), "--epochs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    says = ("is a pre-training run's folder (run.json there)" if there == "run.json" else
+            f"already holds metrics.jsonl, {there}, which fine-tuning writes")
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_the_search_runs_each_setting_with_each_seed_and_keeps_the_best(pretrained, tmp_path, rng, capsys):

@@ -153,7 +153,8 @@ def test_a_points_table_that_names_another_exercise_or_no_number_is_refused_with
     assert read_points(None, names) == {"gelu": 1.0, "softmax": 1.0}
     for text, message in (("gelu,2\nadamw,1\n", "line 2: 'adamw' is not an exercise being graded"),
                           ("gelu,two\n", "line 1: 'two' is not a number"), ("gelu,0\n", "more than 0 points"),
-                          ("gelu,1,2\n", "write exercise,points")):
+                          ("gelu,1,2\n", "write exercise,points"),
+                          ("gelu,2\nsoftmax,1\ngelu,3\n", "line 3: gelu is given points on line 1 already")):
         (tmp_path / "p.csv").write_text(text)
         with pytest.raises(ValueError, match=message):
             read_points(tmp_path / "p.csv", names)

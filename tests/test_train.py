@@ -412,6 +412,38 @@ def test_fill_mask_and_train_tokenizer_messages(corpus_file, tmp_path, capsys):
                           "--out", str(corpus_file)], capsys)
     assert code == 2 and "is the corpus itself" in err, err
     assert corpus_file.read_text().count("\n") > 100
+    # a run's or a model's own vocabulary is not replaced: its checkpoints or weights hold those token ids
+    pretrain(small_args(corpus_file, run, steps=2, resume=True), log=lambda *a: None)
+    for vocab, whose in ((run / "vocab.txt", "of the run in"), (run / "model" / "vocab.txt", "of the model in")):
+        before = vocab.read_bytes()
+        code, err = _run_cli(["train-tokenizer", "--corpus", str(corpus_file), "--vocab-size", "300",
+                              "--out", str(vocab)], capsys)
+        assert code == 2 and f"is the vocabulary {whose}" in err and "another --out" in err, err
+        assert vocab.read_bytes() == before
+    for args, says in ((["--out", str(tmp_path / "new") + "/"], "names a folder; name the vocabulary file"),
+                       (["--out", str(tmp_path / "v.txt"), "--data-dir", str(tmp_path)],
+                        "--data-dir is where WikiText-2 is read from")):
+        code, err = _run_cli(["train-tokenizer", "--corpus", str(corpus_file), "--vocab-size", "300", *args], capsys)
+        assert code == 2 and says in err, err
+    assert not (tmp_path / "new").exists() and not (tmp_path / "v.txt").exists()
+
+
+def test_a_resumed_run_keeps_its_vocabulary(corpus_file, tmp_path):
+    # a --vocab that differs was refused only after it had replaced the run's vocab.txt: no resume was left
+    from minibert.data.tokenizer import train_wordpiece
+    run, other = tmp_path / "run", tmp_path / "other.txt"
+    train_wordpiece(["one more text to learn other pieces from"] * 4, 140).write_vocab_file(other)
+    pretrain(small_args(corpus_file, run, steps=4, stop_at=2), log=lambda *a: None)
+    before = (run / "vocab.txt").read_bytes()
+    with pytest.raises(ValueError, match=r"--vocab .*other.txt is not the vocabulary of the run in .*: a resumed run "
+                                         r"keeps its own; leave --vocab out"):
+        pretrain(small_args(corpus_file, run, steps=4, resume=True, vocab=str(other)),
+                 log=lambda *a: None)
+    assert (run / "vocab.txt").read_bytes() == before
+    same = tmp_path / "same.txt"                 # the run's own vocabulary under another name: resumed
+    same.write_bytes(before)
+    pretrain(small_args(corpus_file, run, steps=4, resume=True, vocab=str(same)), log=lambda *a: None)
+    assert (run / "model").is_dir()
 
 
 def test_a_truncated_mask_is_named(tmp_path):

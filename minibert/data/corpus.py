@@ -22,7 +22,16 @@ from .builtin import builtin_corpus
 from .documents import Corpus, paragraphs, read_bert_format, read_plain_text, split_sentences
 from .wikitext import load_wikitext2
 
-__all__ = ["Corpus", "split_sentences", "read_bert_format", "read_plain_text", "load_corpus", "paragraphs"]
+__all__ = ["Corpus", "split_sentences", "read_bert_format", "read_plain_text", "load_corpus", "paragraphs",
+           "check_data_dir"]
+WIKITEXT_NAMES = ("wikitext-2", "wikitext2")
+
+
+def check_data_dir(source, data_dir) -> None:
+    """--data-dir names where WikiText-2 is read from: refused beside any other corpus, where it would do nothing."""
+    if data_dir is not None and str(source) not in WIKITEXT_NAMES:
+        raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
+                         f"--corpus {source} (give the file itself as --corpus)")
 
 
 def load_corpus(source: str | os.PathLike, fmt: str = "bert", *, data_dir: str | os.PathLike | None = None,
@@ -41,7 +50,7 @@ def load_corpus(source: str | os.PathLike, fmt: str = "bert", *, data_dir: str |
     """
     if str(source) == "builtin":
         return builtin_corpus()
-    if str(source) in ("wikitext-2", "wikitext2"):
+    if str(source) in WIKITEXT_NAMES:
         return load_wikitext2(splits, data_dir=data_dir, download=download)
     if fmt == "bert":
         return read_bert_format(source, encoding=encoding)

@@ -116,12 +116,14 @@ def command(ns) -> int:
     K = 1 if t.labels is None else len(t.labels)
     first_model, tokenizer, note = load(ns.model, K, seed=ns.seed, device=ns.device, random_init=ns.random_init,
                                         mixed_precision=ns.mixed_precision, kernels=KERNELS)
-    positions, least = first_model.config.max_position_embeddings, 2 if train_set.text_b is None else 3
+    # at least one token of each text besides [CLS] and [SEP] (and [SEP]): BERT's truncation keeps no fewer
+    positions, least = first_model.config.max_position_embeddings, 3 if train_set.text_b is None else 5
     if ns.max_seq_length is None:
         ns.max_seq_length = min(128, positions)
     if not least <= ns.max_seq_length <= positions:
         raise ValueError(f"--max-seq-length {ns.max_seq_length}: the model reads {positions} tokens at most, and "
-                         f"{t.name}'s examples need {least} for [CLS] and [SEP]" + (" [SEP]" if least == 3 else ""))
+                         f"{t.name}'s examples need {least} at least: [CLS], " + ("a token of the text and [SEP]"
+                         if least == 3 else "a token of each text and a [SEP] after each"))
     features = encode(tokenizer, train_set, ns.max_seq_length)
     cut = (f" ({features.truncated:,} longer than --max-seq-length {ns.max_seq_length}: cut as BERT cuts them)"
            if features.truncated else "")

@@ -31,14 +31,15 @@ def custom_task(folder: Path | None, text_a: str | None, text_b: str | None, lab
     scored = label in _header(folder / f"test{suffix}")          # a test file with labels
     task = Task("custom", None, ("pearson", "spearman"), Columns(text_a, text_b, label),
                 Columns(text_a, text_b, label if scored else None, id_column), submission=("custom",),
-                score_range=None, suffix=suffix)
+                score_range=None, suffix=suffix, exact_rows=True)
     if regression:
         return task
     names = [n.strip() for n in labels.split(",")] if labels else _found(task, folder / f"train{suffix}", label)
     if len(names) < 2 or len(set(names)) != len(names) or "" in names:
         raise TaskDataError(f"the labels of a classification are two or more distinct names, not {names}")
     metrics = ("accuracy", "f1") if len(names) == 2 else ("accuracy",)
-    return Task("custom", tuple(names), metrics, task.train, task.test, submission=("custom",), suffix=suffix)
+    return Task("custom", tuple(names), metrics, task.train, task.test, submission=("custom",), suffix=suffix,
+                exact_rows=True)
 
 
 def _suffix(folder: Path) -> str:

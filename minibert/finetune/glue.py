@@ -48,6 +48,7 @@ class Task:
     score_range: tuple | None = (0.0, 5.0)  # a regression's scores (STS-B's: 0 to 5); None: any number
     suffix: str = ".tsv"
     folder: str = ""                        # the task's folder in GLUE's download (SST-2/, ...)
+    exact_rows: bool = False                # a row may not have more fields than the header (a custom task's)
 
     @property
     def ranked_by(self) -> tuple:
@@ -120,6 +121,10 @@ def read_split(t: Task, path: Path, test: bool = False) -> Examples:
             raise TaskDataError(f"{path}, line {number}: {len(fields)} column{'s' * (len(fields) != 1)}, where "
                                 f"{t.name}'s format has at least {needed}"
                                 + (" (tab-separated)" if t.suffix == ".tsv" else ""))
+        if t.exact_rows and header and len(fields) > len(header):
+            raise TaskDataError(f"{path}, line {number}: {len(fields)} fields, where the header has {len(header)}: "
+                                + ("a tab inside a text? (a TSV file's fields are separated by tabs, so a text "
+                                   "cannot hold one)" if t.suffix == ".tsv" else "a comma in a text outside quotes?"))
         for k in ("text_a", "text_b") if out.text_b is not None else ("text_a",):
             text = fields[where[k]]
             if len(text) > MAX_TEXT:

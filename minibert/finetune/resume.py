@@ -28,8 +28,10 @@ import numpy as np
 
 from ..backend import to_numpy
 from ..train.checkpoint_files import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from ..train.run_folder import RUN_NAME
 
 FOLDER, STATE, VERSION = "checkpoints", "search.json", 1
+OUTPUTS = ("metrics.jsonl", "finetune.png", "results.json", "predictions", "model")     # what a job writes in --out
 
 
 def fingerprint(*parts) -> str:
@@ -63,6 +65,7 @@ class Progress:
                                  "another --out, or delete it first" if finished else
                                  f"fine-tuning job ({state_file}): pass --resume to continue it, or choose "
                                  f"another --out"))
+            _check_nothing_to_replace(out)
             self._write(kept=[])         # the job's identity, before its first checkpoint
             return
         if not state_file.is_file():
@@ -164,6 +167,17 @@ class Progress:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+
+def _check_nothing_to_replace(out: Path) -> None:
+    """A new job writes over nothing it did not write: not a pre-training run's folder, nor another job's outputs."""
+    if (out / RUN_NAME).is_file():
+        raise ValueError(f"--out {out} is a pre-training run's folder ({RUN_NAME} there): fine-tuning would write over "
+                         f"its metrics.jsonl and model/; choose another --out, e.g. {out / 'finetune'}")
+    taken = [name for name in OUTPUTS if (out / name).exists()]
+    if taken:
+        raise ValueError(f"--out {out} already holds {', '.join(taken)}, which fine-tuning writes; choose another "
+                         f"--out, or delete them first if they may go")
 
 
 def _length(log) -> int:

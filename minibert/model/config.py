@@ -5,6 +5,7 @@ minibert model directory is a Hugging Face model directory.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import numbers
 import os
@@ -136,6 +137,11 @@ class BertConfig:
                 raise ValueError(f"config {key}={d[key]!r} ({meaning}) is not supported: minibert "
                                  f"implements the BERT encoder ({key}={plain!r})")
         known = {f.name for f in fields(cls)}
+        for key in d.keys() - known:          # a setting misspelt would leave the default in its place, unseen
+            near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.85)
+            if near:
+                raise ValueError(f"config key {key!r} is no setting of BERT's: did you mean {near[0]!r}? (as it "
+                                 f"is, {near[0]} would keep its default, {getattr(cls(), near[0])!r})")
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def to_json_file(self, path) -> None:

@@ -12,6 +12,7 @@ from ..backend import get_xp, resolve_dtype
 from ..kernels import KERNELS
 from ..checks import is_int, is_number
 from ..model.config import PRESETS, BertConfig
+from ..data.corpus import check_data_dir
 from ..data.wordpiece_trainer import check_vocab_size_option
 from .run_folder import check_writable
 
@@ -132,9 +133,7 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     if args.mixed_precision and resolve_dtype(args.dtype) != np.float32:
         raise ValueError(f"--mixed-precision keeps float32 master weights: it needs --dtype float32, "
                          f"got {args.dtype}")
-    if args.data_dir is not None and str(args.corpus) not in ("wikitext-2", "wikitext2"):
-        raise ValueError(f"--data-dir is where WikiText-2 is read from; it does nothing for "
-                         f"--corpus {args.corpus} (give the file itself as --corpus)")
+    check_data_dir(args.corpus, args.data_dir)
     _check_data_worker(args)
     _check_vocab(args)
     if probe_out:

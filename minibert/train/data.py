@@ -13,6 +13,7 @@ from ..data.memory_budget import check_instances_fit
 from ..data.pretraining_data import batch_rng, build_pretraining_dataset, epoch_order
 from ..data.tokenizer import WordPieceTokenizer, train_wordpiece
 from .args import TrainArgs
+from .checkpoint_files import CheckpointError
 from .run_folder import VOCAB_NAME
 
 
@@ -147,6 +148,7 @@ def prepare_data(args: TrainArgs, out: Path, log=print, follower: bool = False, 
         _check_same(tokenizer.fingerprint(), leader["vocab"],
                     f"the vocabulary {args.vocab!r} ({tokenizer.vocab_size:,} tokens)", "--vocab")
     if not follower:
+        _check_resumed_vocabulary(args, saved_vocab, tokenizer)
         tokenizer.save_vocabulary(out)
 
     cache = args.cache_dir if args.cache_dir is not None else None
@@ -161,6 +163,21 @@ def prepare_data(args: TrainArgs, out: Path, log=print, follower: bool = False, 
         log(f"warning: {message}")
     eval_batches = _eval_batches(held, train, corpus.name, args, log)
     return corpus, tokenizer, BatchStream(train, args.batch_size, args.seed), eval_batches
+
+
+def _check_resumed_vocabulary(args: TrainArgs, saved: Path, tokenizer) -> None:
+    """A resumed run keeps its vocabulary: a --vocab that differs is refused before the run's vocab.txt is written
+    over (the checkpoints' token ids belong to the one there, and the run could not go on with either)."""
+    if not (args.resume and args.vocab is not None and saved.is_file()):
+        return
+    try:
+        theirs = WordPieceTokenizer.from_vocab_file(saved)
+    except (ValueError, OSError):
+        return                     # a damaged vocab.txt: the checkpoint's fingerprint decides (restore_run)
+    if theirs.fingerprint() != tokenizer.fingerprint():
+        raise CheckpointError(f"--vocab {args.vocab} is not the vocabulary of the run in {saved.parent} ({saved.name} "
+                              f"there, {theirs.vocab_size:,} tokens): a resumed run keeps its own; leave --vocab out "
+                              f"to resume, or start a run with this vocabulary in another --out")
 
 
 def data_summary(args: TrainArgs, corpus: Corpus, tokenizer) -> dict:
