@@ -250,6 +250,10 @@ def run(args, parser=None, out=None) -> int:
 
     out = out or sys.stdout
     selection = None if args.notebooks is None else [n.strip() for n in args.notebooks.split(",") if n.strip()]
+    if selection == []:
+        print(f"python -m exercises export-nbgrader: --notebooks {args.notebooks!r} names no notebook: give their "
+              "names, comma-separated, or leave --notebooks out for every notebook", file=sys.stderr)
+        return 2
     try:
         dest = export(args.dir, args.assignment, selection, args.points, args.force, out)
     except Refused as exc:

@@ -8,8 +8,17 @@ from pathlib import Path
 __all__ = ["read_text", "write_whole"]
 
 
+# the first bytes of compressed files and archives, which are no text in any encoding
+_PACKED = {b"\x1f\x8b": ("gzip-compressed", "gunzip -k"), b"PK\x03\x04": ("a zip archive", "unzip"),
+           b"BZh": ("bzip2-compressed", "bunzip2 -k"), b"\xfd7zXZ\x00": ("xz-compressed", "unxz -k"),
+           b"\x28\xb5\x2f\xfd": ("zstd-compressed", "unzstd")}
+
+
 def _conversion_advice(path: Path, data: bytes, encoding: str) -> str:
-    """How to convert the file: a command that works, for the likely source encoding."""
+    """How to convert the file: a command that works, for the likely source encoding (or the packing)."""
+    for magic, (what, command) in _PACKED.items():
+        if data.startswith(magic):
+            return f"It is {what}, not text: unpack it first (`{command} {shlex.quote(str(path))}`) and give the text."
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         source, why = "UTF-16", "the file starts with UTF-16's byte-order mark (Windows' \"Unicode\")"
     else:

@@ -267,6 +267,23 @@ def test_a_torn_last_line_is_read_like_a_run_reads_it(tmp_path):
     assert read_run(torn).step == read_run(FIXTURES / "healthy").step
 
 
+def test_records_lost_behind_the_checkpoints_are_said(live_run, tmp_path):
+    # a metrics.jsonl deleted or cut read as a run that had not logged a step yet
+    out, _ = live_run
+    assert not any("records were lost" in note for note in read_run(out).notes)
+    for name, keep, said in (("deleted", None, "metrics.jsonl is missing"), ("cut", 3, "metrics.jsonl ends at step 10")):
+        folder = tmp_path / name
+        shutil.copytree(out, folder)
+        lines = (folder / "metrics.jsonl").read_text().splitlines(keepends=True)
+        if keep is None:
+            (folder / "metrics.jsonl").unlink()
+        else:
+            (folder / "metrics.jsonl").write_text("".join(lines[:keep]))
+        notes = read_run(folder).notes
+        assert f"{said}, but the run has a checkpoint at step 40: records were lost" in " ".join(notes), notes
+        assert not any("has not logged a step" in note for note in notes)
+
+
 def test_the_line_after_a_run_never_fails_the_run(monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the doctor")

@@ -130,6 +130,8 @@ def test_hostile_input_is_one_line(pretrained, tmp_path, rng, capsys):
          "SST-2/dev.tsv, line 4, column 'sentence': a text of 180,000 characters"),
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(good), "--max-seq-length",
           "65"], "--max-seq-length 65: the model reads 64 tokens at most"),
+        (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(good), "--labels", "x,y"],
+         "--labels is for --task custom: sst2's columns and labels are GLUE's"),     # not ignored in silence
         (["--task", "sst2", "--model", str(pretrained), "--data-dir", str(good), "--max-seq-length", "2"],
          "sst2's examples need 3 at least: [CLS], a token of the text and [SEP]"),   # not every text cut to nothing
         (["--task", "squad", "--model", str(pretrained), "--data-dir", str(tmp_path)], "no GLUE task 'squad'"),

@@ -196,6 +196,12 @@ def test_a_corpus_that_is_not_utf8_gets_advice_that_works(documents, tmp_path, c
     utf16.write_text("One sentence.\n", encoding="utf-16")
     code, err, _ = run_cli(["train-tokenizer", "--corpus", str(utf16), "--out", str(tmp_path / "v.txt")], capsys)
     assert code == 2 and "iconv -f UTF-16 -t UTF-8" in err and "byte-order mark" in err, err
+    import gzip                  # a compressed corpus is no encoding to convert from: it is unpacked
+    packed = tmp_path / "corpus.txt.gz"
+    packed.write_bytes(gzip.compress(write_corpus(tmp_path / "ok.txt", documents).read_bytes()))
+    code, err, _ = run_cli(["pretrain", "--corpus", str(packed), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and f"It is gzip-compressed, not text: unpack it first (`gunzip -k {packed}`)" in err, err
+    assert "iconv" not in err
 
 
 def test_a_vocab_size_too_small_is_advised_in_command_line_terms(documents, tmp_path, capsys):

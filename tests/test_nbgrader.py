@@ -144,6 +144,7 @@ def test_every_solution_cell_of_the_course_cleared_by_nbgrader_is_the_student_co
 @pytest.mark.parametrize("args, says", [
     (["--assignment", "../up"], "cannot name an nbgrader assignment"),
     (["--notebooks", "99"], "no notebook '99' in the course"),
+    (["--notebooks", " , "], "--notebooks ' , ' names no notebook"),         # (the last --notebooks counts)
     (["--points", "{points}"], "'gelu_x' is not an exercise being graded"),
 ])
 def test_export_refuses_in_one_line(tmp_path, capsys, args, says):

@@ -97,7 +97,13 @@ def task_folder(t: glue.Task, data_dir: Path | None) -> Path:
                             f"files ({', '.join(glue.files(t))}) in it")
 
 
+CUSTOM_ONLY = ("text_a", "text_b", "label", "labels", "regression", "id")     # what a GLUE task fixes itself
+
+
 def command(ns) -> int:
+    if ns.task.lower() != "custom" and (given := [n for n in CUSTOM_ONLY if getattr(ns, n) not in (None, False)]):
+        raise ValueError(f"--{given[0].replace('_', '-')} is for --task custom: {ns.task}'s columns and labels are "
+                         f"GLUE's; leave it out, or use --task custom")
     t = custom_task(ns.data_dir, ns.text_a, ns.text_b, ns.label, ns.labels, ns.regression, ns.id) \
         if ns.task.lower() == "custom" else glue.task(ns.task)
     for name in ("batch_size", "epochs", "seeds", "save_every"):

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .checkpoint_files import checkpoint_step, latest_checkpoint
 from .run_folder import METRICS_NAME, RUN_NAME, VOCAB_NAME, read_history
 
 # a check's verdicts, from the best to the worst; "not checked" when the run lacks what it needs
@@ -123,11 +124,27 @@ def read_run(path, recompute: bool = True) -> RunLog:
     _check_records(folder, info)
     log = RunLog(folder, info["args"], info.get("data"), info.get("model"),
                  [r for r in history if r["kind"] == "train"], [r for r in history if r["kind"] == "eval"])
-    if not history:
+    if lost := _lost_records(folder, history, info["args"]):
+        log.notes.append(lost)
+    elif not history:
         log.notes.append(f"{METRICS_NAME} holds no records yet: the run has not logged a step")
     if log.data is None and recompute:
         _recompute_facts(log)
     return log
+
+
+def _lost_records(folder: Path, history: list, args: dict) -> str | None:
+    """A note where the run's checkpoints are ahead of its records by a whole --log-every or more: records were
+    lost (metrics.jsonl deleted or cut), and the checks see only what is left."""
+    saved = latest_checkpoint(folder)
+    every = args.get("log_every") if isinstance(args.get("log_every"), int) and args["log_every"] > 0 else 1
+    last = max((r["step"] for r in history), default=0)
+    if saved is None or checkpoint_step(saved) < last + every:
+        return None
+    what = (f"{METRICS_NAME} is missing" if not (folder / METRICS_NAME).exists() else
+            f"{METRICS_NAME} ends at step {last}" if history else f"{METRICS_NAME} holds no records")
+    return (f"{what}, but the run has a checkpoint at step {checkpoint_step(saved)}: records were lost (the file "
+            f"deleted or cut), and the checks below see only what is left")
 
 
 def _run_json(folder: Path) -> dict:
