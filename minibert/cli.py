@@ -273,6 +273,8 @@ def _fail(ns, exc, message: str, status: int) -> int:
     def report(text):
         print(f"minibert {ns.command}: error: {text}", file=sys.stderr)
     exc.args = (message,)
+    if str(exc) != message:          # an exception that writes its own text (NumPy's out-of-memory error)
+        exc = Exception(message)
     return dist_exit.leave(exc, report, status)
 
 
