@@ -103,3 +103,23 @@ def test_a_folder_of_another_job_or_none_is_refused_in_one_line(pretrained, data
     assert finetune(pretrained, data, out, *flags, "--resume") == 0
     assert "is finished (results.json); nothing to resume" in refused(*flags, "--resume")
     assert "holds a finished fine-tuning job (results.json): choose another --out" in refused(*flags)
+
+
+def test_a_full_disk_while_the_outputs_are_written_says_how_to_go_on(pretrained, data, tmp_path, capsys, monkeypatch):
+    # it printed the system's sentence and a temporary file's name; --resume then ends the job
+    import errno
+    from minibert.finetune import command
+    out, flags = tmp_path / "out", ["--epochs", "1", "--batch-size", "16", "--lr", "1e-3"]
+    write = command._write_outputs
+
+    def full(ns, *rest):
+        raise OSError(errno.ENOSPC, "No space left on device", str(ns.out / "model" / ".tmp-x.safetensors"))
+    monkeypatch.setattr(command, "_write_outputs", full)
+    assert finetune(pretrained, data, out, *flags) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"minibert finetune: error: could not write {out / 'model' / '.tmp-x.safetensors'}: the disk is "
+                   f"full (No space left on device); free some space, then run the same command with --resume: the "
+                   f"job goes on from its last checkpoint")
+    monkeypatch.setattr(command, "_write_outputs", write)
+    assert finetune(pretrained, data, out, *flags, "--resume") == 0
+    assert (out / "results.json").is_file() and (out / "model" / "model.safetensors").is_file()

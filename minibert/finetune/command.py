@@ -16,6 +16,7 @@ import numpy as np
 
 from . import glue, resume, search
 from ..paths import default_data_dir
+from ..train.errors import DISK_FULL, TrainingError
 from ..train.run_folder import lock_run_folder
 from ..train.signals import StopSignal
 from .custom import custom_task
@@ -151,6 +152,12 @@ def command(ns) -> int:
             model = job.restored(progress.kept_weights(best["index"]))
         _write_outputs(ns, t, job, tokenizer, model, tests, note, table, best)
         progress.close()
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise TrainingError(f"could not write {exc.filename or ns.out}: the disk is full ({exc.strerror}); free some "
+                            f"space, then run the same command with --resume: the job goes on from its last "
+                            f"checkpoint") from None
     finally:
         lock.close()
     return 0
