@@ -58,6 +58,22 @@ def test_a_wrong_shape_is_a_shape_mismatch_not_a_missing_key(tmp_path):
         model.load_state_dict(state)
 
 
+def test_a_checkpoint_of_other_sizes_is_one_short_line(tmp_path):
+    # a config.json edited to another hidden size listed every weight of the checkpoint, some 4 KB
+    model, wider = _model(), _state(_model())
+    wider = {k: np.zeros(tuple(2 * n for n in v.shape), np.float32) for k, v in wider.items()}
+    with pytest.raises(ValueError) as err:
+        model.load_state_dict(wider)
+    msg = str(err.value)
+    assert msg.count("expected shape") == 4 and msg.endswith(f"; and {len(wider) - 4} more") and len(msg) < 500, msg
+    few = {k: v for k, v in _state(model).items() if "pooler" not in k}
+    with pytest.raises(ValueError, match=r"missing keys: \['bert.pooler.dense.weight', 'bert.pooler.dense.bias'\]$"):
+        model.load_state_dict(few)
+    more = {**_state(model), **{f"extra.{i}": np.zeros(1, np.float32) for i in range(9)}}
+    with pytest.raises(ValueError, match=r"unknown keys: \['extra.0', 'extra.1', 'extra.2', 'extra.3'\] and 5 more$"):
+        model.load_state_dict(more)
+
+
 def test_non_finite_weights_are_refused_by_name_and_count(tmp_path):
     model = _model(seed=1)
     state = _state(model)

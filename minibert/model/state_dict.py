@@ -96,6 +96,14 @@ def name_list(names, most: int = 6) -> str:
     return ", ".join(shown[:most]) + (f" and {more} more" if more > 0 else "")
 
 
+MOST = 4           # the problems an error names, of each kind: one line, however many weights are wrong
+
+
+def _some(keys: list) -> str:
+    """The list as Python writes it, or its first ``MOST`` names and how many more."""
+    return str(keys) if len(keys) <= MOST else f"{keys[:MOST]} and {len(keys) - MOST} more"
+
+
 def load_state_dict(model, state, strict=True) -> LoadResult:
     """``model.load_state_dict``: see there."""
     if not hasattr(state, "items"):
@@ -108,11 +116,11 @@ def load_state_dict(model, state, strict=True) -> LoadResult:
     missing = [n for n in own if n not in provided]
     problems = []
     if strict and missing:
-        problems.append(f"missing keys: {missing}")
+        problems.append(f"missing keys: {_some(missing)}")
     if strict and unknown:
-        problems.append(f"unknown keys: {unknown}")
-    if bad:
-        problems.append("; ".join(bad))
+        problems.append(f"unknown keys: {_some(unknown)}")
+    if bad:                 # a model of other sizes than the checkpoint's: the first few say enough
+        problems.append("; ".join(bad[:MOST]) + (f"; and {len(bad) - MOST} more" if len(bad) > MOST else ""))
     if problems:
         raise ValueError("load_state_dict: " + "; ".join(problems))
     for name, arr in values.items():
