@@ -153,10 +153,10 @@ part_steps() {
   tables step "tiny mini small base" "small base" --forms minibert torch-gathered torch-sdpa --rounds "$rounds" \
       ${INPROC:+--in-process}
 }
-part_before() {     # the same table by the earlier minibert, from its own folder
+part_before() {     # the same table by the earlier minibert, from its own folder, importing its own minibert
   local base; base=$(baseline) || { echo "$base"; return 3; }
   warm_gpu
-  (cd "$base" && tables before "tiny mini small base" "small base" --forms minibert torch-gathered torch-sdpa \
+  (cd "$base" && export PYTHONPATH="$base" && tables before "tiny mini small base" "small base" --forms minibert torch-gathered torch-sdpa \
       --rounds "$rounds" ${INPROC:+--in-process})
 }
 part_ladder() {
@@ -226,7 +226,7 @@ part_ab() {
         which=after; [ "$tree" = "$base" ] && which=before
         name="ab_${which}${flag:+_mixed}_$round"
         echo "== $which (${tree}), ${flag:-float32}, round $round"
-        (cd "$tree" && py benchmarks/bench_step.py --device cuda --presets tiny mini small --seq-len 128 $flag \
+        (cd "$tree" && export PYTHONPATH="$tree" && py benchmarks/bench_step.py --device cuda --presets tiny mini small --seq-len 128 $flag \
             --forms minibert torch-gathered --rounds 1 --reps "$reps" --wait-idle 0 \
             --json "$OUT/$name.json") > "$OUT/$name.md" 2>&1
         sed -n '/## ratios/,$p' "$OUT/$name.md"

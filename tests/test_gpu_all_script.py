@@ -23,7 +23,7 @@ FAKE_PYTHON = """#!/usr/bin/env bash
 echo "$*" >> "$LOG"
 case "$*" in
   "-c import nbconvert") exit 1;;
-  *bench_step.py*) echo "$PWD" >> "$LOG.folders"; echo "## ratios"; echo "| minibert / torch-gathered | 0.9x |"
+  *bench_step.py*) echo "$PWD ${PYTHONPATH%%:*}" >> "$LOG.folders"; echo "## ratios"; echo "| minibert / torch-gathered | 0.9x |"
                    case " $* " in *" ${FAIL_PRESET:-none} "*) exit 1;; esac;;
 esac
 exit 0
@@ -77,7 +77,8 @@ def test_part_before_times_the_same_table_with_the_earlier_minibert_from_its_own
     assert res.returncode == 0, res.stderr
     assert parts[0].startswith("steps: ran") and parts[1].startswith("before: ran")
     folders = (tmp_path / "commands.log.folders").read_text().splitlines()
-    assert folders == [str(ROOT)] * 4 + [str(base)] * 4
+    # from its own folder, importing its own minibert (first on the path), where this tree's comes first
+    assert folders == [f"{ROOT} {ROOT}"] * 4 + [f"{base} {base}"] * 4
     tables = [c for c in commands if "bench_step.py" in c]
     assert [c.replace(" --json " + str(out / "step_"), " --json X_") for c in tables[:4]] == \
         [c.replace(" --json " + str(out / "before_"), " --json X_") for c in tables[4:]]
