@@ -52,6 +52,7 @@ class AdamW:
 
     def __init__(self, store, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
                  bias_correction=True):
+        _check_store(store, "AdamW")
         _check_lr(lr)
         try:
             betas = tuple(float(b) if _is_number(b) else b for b in betas)
@@ -64,6 +65,8 @@ class AdamW:
             raise ValueError(f"eps must be a number > 0, got {eps!r}")
         if not (_is_number(weight_decay) and 0 <= weight_decay < math.inf):
             raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
+        if not isinstance(bias_correction, (bool, np.bool_)):
+            raise ValueError(f"bias_correction must be True or False, got {bias_correction!r}")
         self.store = store
         self.lr, self.betas, self.eps = lr, tuple(betas), eps
         self.weight_decay, self.bias_correction = weight_decay, bias_correction
@@ -82,6 +85,8 @@ class AdamW:
         """
         lr = self.rate(lr)
         b1, b2 = self.betas
+        if take is not None:
+            take = _flag(take, "AdamW.step's take")
         if take is not None and on_host(take):          # the host reads its own flag for free
             if not take:
                 return
@@ -207,6 +212,7 @@ class LossScaler:
         the count stay there, and the answer is that array (for ``AdamW.step(take=answer)``), so
         that a step never waits to read it.  ``state_dict`` reads them back.
         """
+        finite = _flag(finite, "LossScaler.update")
         if not on_host(finite):
             xp = get_array_module(finite)
             good = xp.where(finite, self.good_steps + 1, 0)
@@ -254,6 +260,23 @@ def scaled_step(opt, scaler, finite, lr=None) -> None:
         opt.step(lr, take=scaler.update(finite))
 
 
+def _flag(value, what):
+    """A step's verdict: True or False, or (on a GPU) a 0-d bool array; anything else refused, since a number
+    (the gradients' norm, say) would count as True whatever its value, NaN included."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if getattr(value, "dtype", None) == np.bool_ and getattr(value, "shape", None) == ():
+        return value if not on_host(value) else bool(value)
+    raise TypeError(f"{what} takes whether the gradients are finite, True or False (e.g. bool(np.isfinite(norm))), "
+                    f"not {type(value).__name__} {value!r}")
+
+
+def _check_store(store, what):
+    """The model's parameters (``model.params``), not the model: a one-line TypeError that says so."""
+    if not all(hasattr(store, name) for name in ("data", "grad", "ops", "xp")):
+        raise TypeError(f"{what} takes the model's parameters, model.params (a ParamStore), not {type(store).__name__}")
+
+
 def _require_real(name, value, ok, what):
     """A real number (not a bool) for which ``ok`` holds, or a one-line ValueError."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not ok(value):
@@ -285,6 +308,7 @@ def unscale_and_clip(store, max_norm=1.0, loss_scale=1.0, accum=1):
 
     ``loss_scale`` may be a 0-d array on the GPU (``LossScaler.scale``): the division happens there.
     """
+    _check_store(store, "unscale_and_clip")
     if not on_host(loss_scale):
         store.ops.unscale(store.grad, loss_scale, accum)
     elif accum * loss_scale != 1.0:
@@ -303,6 +327,7 @@ def clip_grad_norm(store, max_norm=1.0, on_device=False):
     factor (1 or less) without reading the norm, which is returned as a 0-d
     array on the device: a step need not wait for it.  (On the CPU, as without.)
     """
+    _check_store(store, "clip_grad_norm")
     if max_norm is not None:
         _require_real("max_norm", max_norm, lambda x: 0 < x < math.inf,
                       "a positive finite number (or None: no clipping)")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import check_count, check_probability
+from ..checks import check_count, check_probability, is_int
 from .memory_budget import check_instances_fit
 from .vocab import CLS, SEP
 
@@ -109,6 +109,19 @@ def _steps_that_cut_a(len_a: int, len_b: int, steps: int) -> np.ndarray:
     return np.concatenate([np.full(gap, len_a > len_b), alternating])
 
 
+def _check_document_args(documents, document_index, max_seq_length, short_seq_prob, rng) -> None:
+    check_max_seq_length(max_seq_length)
+    check_probability("short_seq_prob", short_seq_prob)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    if len(documents) < 2:
+        raise ValueError(f"documents holds {len(documents)} document(s); next-sentence prediction needs at least 2, "
+                         "because a NotNext segment B comes from another document")
+    # a negative index would pass Python's indexing, and the "other document" drawn for a NotNext B could be A's own
+    if not is_int(document_index) or not 0 <= document_index < len(documents):
+        raise ValueError(f"document_index must be a whole number in [0, {len(documents)}), got {document_index!r}")
+
+
 def create_instances_from_document(documents: Sequence[Sequence[list[str]]], document_index: int,
                                    max_seq_length: int, short_seq_prob: float,
                                    rng: np.random.Generator) -> list[TrainingInstance]:
@@ -122,6 +135,7 @@ def create_instances_from_document(documents: Sequence[Sequence[list[str]]], doc
         short_seq_prob: how often to aim for a shorter sequence (see below).
         rng: the random generator; all randomness comes from it.
     """
+    _check_document_args(documents, document_index, max_seq_length, short_seq_prob, rng)
     document = documents[document_index]
     max_num_tokens = max_seq_length - 3            # room left after [CLS], [SEP], [SEP]
 

@@ -16,7 +16,7 @@ from itertools import chain
 
 import numpy as np
 
-from ..checks import check_probability
+from ..checks import check_probability, is_int
 from ..constants import IGNORE_INDEX
 from .vocab import CLS, MASK, PAD, SEP
 
@@ -69,9 +69,13 @@ def mask_tokens(tokens: Sequence[str], vocab_words: Sequence[str], rng: np.rando
     """
     if isinstance(tokens, str):
         raise TypeError("mask_tokens takes a list of tokens, not a string (it would mask its characters)")
-    check_probability("masked_lm_prob", masked_lm_prob)
-    if len(vocab_words) == 0:
-        raise ValueError("mask_tokens needs vocab_words to draw random replacements from; got none")
+    if len(tokens) and not isinstance(tokens[0], str):      # ids would come back mixed with '[MASK]' strings
+        raise TypeError(f"mask_tokens takes tokens (strings such as 'the', '##s'), not {type(tokens[0]).__name__}s: "
+                        "give instance.tokens, or tokenizer.convert_ids_to_tokens(ids)")
+    if isinstance(vocab_words, str) or len(vocab_words) == 0:
+        raise ValueError("mask_tokens needs vocab_words, a list of tokens to draw random replacements from; got "
+                         + ("a string" if isinstance(vocab_words, str) else "none"))
+    _check_settings(rng, masked_lm_prob, max_predictions_per_seq, whole_word_mask)
     candidates = _candidates(tokens, never_mask, whole_word_mask)
     num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
     # candidates in random order until num_to_predict positions are chosen (step 3, _whole_words)
@@ -170,7 +174,7 @@ def mask_token_ids(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generato
         ``(input_ids, labels)``, both (B, T) int64: ``ids`` after masking, and the original id
         at the chosen positions with ``IGNORE_INDEX`` elsewhere.
     """
-    check_probability("masked_lm_prob", masked_lm_prob)
+    _check_settings(rng, masked_lm_prob, max_predictions_per_seq, whole_word_mask)
     ids = np.asarray(ids, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     candidate = ~tables.never_mask[ids] & (np.arange(ids.shape[1]) < lengths[:, None])
@@ -236,6 +240,17 @@ def _groups(ids, candidate, flat, continues_word, whole_word_mask: bool):
     group_of = np.cumsum(starts.ravel()[flat]) - 1
     n_groups = starts.sum(1)
     return group_of, n_groups.tolist(), np.bincount(group_of, minlength=int(n_groups.sum())).tolist()
+
+
+def _check_settings(rng, masked_lm_prob, max_predictions_per_seq, whole_word_mask) -> None:
+    """The settings both maskers take, checked alike (0 predictions at most: nothing is masked)."""
+    check_probability("masked_lm_prob", masked_lm_prob)
+    if not is_int(max_predictions_per_seq) or max_predictions_per_seq < 0:
+        raise ValueError(f"max_predictions_per_seq must be a whole number >= 0, got {max_predictions_per_seq!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    if not isinstance(whole_word_mask, (bool, np.bool_)):
+        raise ValueError(f"whole_word_mask must be True or False, got {whole_word_mask!r}")
 
 
 def _num_to_predict(lengths: np.ndarray, masked_lm_prob, max_predictions_per_seq) -> list[int]:

@@ -53,9 +53,17 @@ def batch_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     return np.random.default_rng((seed, epoch, index))
 
 
+def _check_switch(name, value) -> None:
+    if not isinstance(value, (bool, np.bool_)):      # "no", None or 0.5 would be read as what they are worth
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def require_pretraining_tokens(tokenizer) -> None:
     """A clear error now if the vocabulary lacks a special token that pre-training uses:
     ``[CLS] A [SEP] B [SEP]`` inputs, ``[MASK]`` to mask, ``[PAD]`` to pad a batch."""
+    if not hasattr(tokenizer, "require_special_tokens"):
+        raise TypeError(f"tokenizer must be a WordPieceTokenizer (WordPieceTokenizer.from_vocab_file(path) for a "
+                        f"vocab.txt), got {type(tokenizer).__name__}")
     tokenizer.require_special_tokens((PAD, CLS, SEP, MASK), "pre-training (framing, masking and padding)")
 
 
@@ -122,6 +130,7 @@ class PretrainingDataset:
         return sum(inst.is_random_next for inst in self.instances) / len(self.instances)
 
     def num_batches(self, batch_size: int, drop_last: bool = False) -> int:
+        check_count("batch_size", batch_size, 1)
         return len(self) // batch_size if drop_last else math.ceil(len(self) / batch_size)
 
     def batches(self, batch_size: int, epoch: int = 0, shuffle: bool = True,
@@ -136,6 +145,7 @@ class PretrainingDataset:
         """
         check_count("batch_size", batch_size, 1)
         check_count("epoch", epoch)
+        _check_switch("shuffle", shuffle)
         order = epoch_order(len(self), self.seed, epoch) if shuffle else np.arange(len(self))
         stop = len(order) - len(order) % batch_size if drop_last else len(order)
         for index, start in enumerate(range(0, stop, batch_size)):
@@ -273,7 +283,13 @@ def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, s
 
     check_max_seq_length(max_seq_length)
     require_pretraining_tokens(tokenizer)
+    if not hasattr(corpus, "check"):
+        raise TypeError(f"corpus must be a minibert.data Corpus (load_corpus(...), builtin_corpus(), Corpus(name, "
+                        f"documents)), got {type(corpus).__name__}")
     corpus.check(min_documents=2)
+    check_count("seed", seed)
+    _check_switch("nsp", nsp)
+    _check_switch("whole_word_mask", whole_word_mask)
     tokenized = tokenize_corpus(corpus, tokenizer, cache_dir=cache_dir)
     if tokenized.num_documents < 2:
         raise ValueError(f"corpus {corpus.name!r} has {tokenized.num_documents} document(s) with any "

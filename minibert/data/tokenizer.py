@@ -65,8 +65,12 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, vocab: list[str], do_lower_case: bool = True, source: str = "vocabulary"):
-        if isinstance(vocab, (str, bytes)) or not all(isinstance(t, str) for t in vocab):
-            raise TypeError(f"{source}: the vocabulary must be a list of token strings")
+        # in id order: a set (or a dict's keys, a generator) would give the ids an order of its own, or none
+        if not isinstance(vocab, (list, tuple)) or not all(isinstance(t, str) for t in vocab):
+            raise TypeError(f"{source}: the vocabulary must be a list of token strings in id order, got "
+                            f"{type(vocab).__name__}")
+        if not isinstance(do_lower_case, (bool, np.bool_)):
+            raise ValueError(f"do_lower_case must be True (an uncased vocabulary) or False, got {do_lower_case!r}")
         self.vocab: list[str] = list(vocab)
         self.token_to_id: dict[str, int] = {t: i for i, t in enumerate(self.vocab)}
         if len(self.token_to_id) != len(self.vocab):
@@ -226,8 +230,13 @@ class WordPieceTokenizer:
 
     # ------------------------------------------------------------------ ids
     def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]:
-        """Tokens -> ids; tokens not in the vocabulary map to the id of ``[UNK]``."""
+        """Tokens -> ids; tokens not in the vocabulary map to the id of ``[UNK]``.  One token (a string) -> its
+        id, as transformers' tokenizers do (not a list of its characters' ids)."""
         get, unk = self.token_to_id.get, self.unk_id
+        if isinstance(tokens, str):
+            return get(tokens, unk)
+        if isinstance(tokens, bytes) or not hasattr(tokens, "__iter__"):
+            raise TypeError(f"tokens must be a list of token strings, got {type(tokens).__name__}")
         return [get(t, unk) for t in tokens]
 
     def convert_ids_to_tokens(self, ids) -> list[str]:
@@ -322,6 +331,8 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
         the special tokens, the single characters (word-initial, then ``##`` forms) and the
         merged pieces in the order they were learned.
     """
+    if not isinstance(do_lower_case, (bool, np.bool_)):       # (before the training, which would read it as a bool)
+        raise ValueError(f"do_lower_case must be True (an uncased vocabulary) or False, got {do_lower_case!r}")
     vocab = learn_vocab(texts_or_files, vocab_size, do_lower_case=do_lower_case, min_frequency=min_frequency,
                         limit_alphabet=limit_alphabet, num_unused=num_unused)
     return WordPieceTokenizer(vocab, do_lower_case=do_lower_case, source="trained vocabulary")

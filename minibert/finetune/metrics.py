@@ -15,13 +15,13 @@ import numpy as np
 
 
 def accuracy(pred, gold) -> float:
-    pred, gold = _pair(pred, gold)
+    pred, gold = _classes(pred, gold)
     return float(np.mean(pred == gold))
 
 
 def f1(pred, gold, positive=1) -> float:
     """F1 of ``positive``: 2 TP / (2 TP + FP + FN), the harmonic mean of precision and recall."""
-    pred, gold = _pair(pred, gold)
+    pred, gold = _classes(pred, gold)
     tp = np.sum((pred == positive) & (gold == positive))
     fp_fn = np.sum((pred == positive) != (gold == positive))
     return float(2 * tp / (2 * tp + fp_fn)) if tp + fp_fn else 0.0
@@ -31,7 +31,7 @@ def matthews(pred, gold) -> float:
     """Matthews correlation for two classes or more: (c s - sum_k p_k t_k) /
     sqrt((s^2 - sum_k p_k^2) (s^2 - sum_k t_k^2)), with c the right predictions, s the examples, p_k and
     t_k how often class k is predicted and true (Gorodkin 2004); for two classes, the phi coefficient."""
-    pred, gold = _pair(pred, gold)
+    pred, gold = _classes(pred, gold)
     classes = np.union1d(pred, gold)
     p = np.array([np.sum(pred == k) for k in classes], dtype=np.float64)
     t = np.array([np.sum(gold == k) for k in classes], dtype=np.float64)
@@ -64,10 +64,27 @@ def ranks(x: np.ndarray) -> np.ndarray:
 
 
 def _pair(pred, gold, dtype=None):
-    pred, gold = np.asarray(pred, dtype=dtype), np.asarray(gold, dtype=dtype)
+    try:
+        pred, gold = np.asarray(pred, dtype=dtype), np.asarray(gold, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a metric compares two 1-D arrays of numbers: {exc}") from None
     if pred.ndim != 1 or pred.shape != gold.shape or not len(gold):
         raise ValueError(f"a metric compares two 1-D arrays of the same length, at least one entry; got "
                          f"predictions of shape {pred.shape} and labels of shape {gold.shape}")
+    for what, a in (("predictions", pred), ("labels", gold)):
+        if a.dtype.kind == "f" and not np.isfinite(a).all():      # NaN would count as a value, or as a rank
+            raise ValueError(f"the {what} hold NaN or infinite values")
+    return pred, gold
+
+
+def _classes(pred, gold):
+    """Class numbers (the logits' argmax, the labels' ids): probabilities or label names would compare unequal
+    to every class, and the metric be 0 without a word."""
+    pred, gold = _pair(pred, gold)
+    for what, a in (("predictions", pred), ("labels", gold)):
+        if a.dtype.kind not in "iub" and not (a.dtype.kind == "f" and np.array_equal(a, np.round(a))):
+            raise ValueError(f"the {what} must be class numbers (the argmax of the logits, the label ids), got "
+                             f"{a.dtype} values such as {a[0].item()!r}" + (": probabilities?" if a.dtype.kind == "f" else ""))
     return pred, gold
 
 

@@ -105,12 +105,14 @@ class BertForSequenceClassification(BertModel):
         """Hugging Face's format, as transformers' ``BertForSequenceClassification`` reads it: config.json
         names that class and the labels (``labels``: their names in the order of the logits; the default
         LABEL_0 ...), and a regression's ``problem_type``."""
+        if labels is not None and (not isinstance(labels, (list, tuple)) or not all(isinstance(n, str) for n in labels)):
+            raise TypeError(f"labels must be a list of the label names, in the order of the logits, got {labels!r}")
+        names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(self.num_labels)]
+        if len(names) != self.num_labels:       # before anything is written
+            raise ValueError(f"labels names {len(names)} labels for a model of {self.num_labels} outputs")
         super().save_pretrained(directory)
         path = Path(directory) / "config.json"
         config = json.loads(path.read_text(encoding="utf-8"))
-        names = list(labels) if labels is not None else [f"LABEL_{k}" for k in range(self.num_labels)]
-        if len(names) != self.num_labels:
-            raise ValueError(f"labels names {len(names)} labels for a model of {self.num_labels} outputs")
         config.update(architectures=["BertForSequenceClassification"],
                       id2label={str(k): n for k, n in enumerate(names)}, label2id={n: k for k, n in enumerate(names)})
         if self.num_labels == 1:

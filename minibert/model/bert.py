@@ -67,7 +67,7 @@ class BertModel:
         seed = int(seed)
         self.dtype = check_dtype(dtype)
         mixed_precision = check_flag("mixed_precision", mixed_precision)
-        self.config = config
+        self.config = BertConfig(**config.to_dict())   # a copy: the weights are made for these sizes
         self.pre_ln = check_flag("pre_ln", pre_ln)     # before the parameters: it adds the final LayerNorm
         self.xp = get_xp(device)
         self.device, self.seed = device, seed

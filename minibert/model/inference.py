@@ -95,6 +95,13 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5):
     """
     if not is_int(top_k) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+    from .bert import BertForPreTraining
+    if not isinstance(model, BertForPreTraining):
+        raise TypeError(f"fill_mask needs a BertForPreTraining (its masked-LM head predicts the words), got "
+                        f"{type(model).__name__}")
+    if not hasattr(tokenizer, "mask_id"):
+        raise TypeError(f"tokenizer must be a WordPieceTokenizer, got {type(tokenizer).__name__} (the arguments are "
+                        "model, tokenizer, text)")
     if not isinstance(text, str):
         raise TypeError(f"text must be a str holding [MASK], got {type(text).__name__}")
     mask_id = tokenizer.mask_id             # (a vocabulary without [MASK] is named as such first)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +87,7 @@ def check_args(args: TrainArgs, probe_out: bool = True) -> BertConfig:
     ``probe_out``: make --out and check that it is writable (False: the data-parallel ranks
     other than 0, which write nothing).
     """
+    _check_kinds(args)
     positive = dict(steps=args.steps, batch_size=args.batch_size, accum=args.accum, eval_every=args.eval_every,
                     save_every=args.save_every, keep=args.keep, log_every=args.log_every, vocab_size=args.vocab_size,
                     eval_instances=args.eval_instances, dupe_factor=args.dupe_factor)
@@ -192,8 +193,37 @@ def _check_vocab(args: TrainArgs) -> None:
         raise FileNotFoundError(f"--vocab {args.vocab}: no such file")
 
 
-def load_model_config(spec: str) -> BertConfig:
-    """A preset name (tiny, mini, ...) or the path of a config.json."""
+def _check_kinds(args: TrainArgs) -> None:
+    """Each setting of the kind its annotation says: in Python (not on the command line, which makes them) a
+    string for a number, a number for a switch or a Corpus for a path would fail late, or pass unseen."""
+    for f in fields(args):
+        value, kind = getattr(args, f.name), f.type.replace(" | None", "")
+        if value is None and f.type.endswith("| None"):
+            continue
+        flag, hint = f"--{f.name.replace('_', '-')}", ""
+        if kind == "bool":
+            ok, what = isinstance(value, (bool, np.bool_)), "True or False"
+        elif kind == "int":
+            ok, what = is_int(value), "a whole number"
+            hint = " (a number of steps, not a fraction of them)" if f.name == "warmup" and is_number(value) else ""
+        elif kind == "float":
+            ok, what = is_number(value), "a number"
+            hint = " (0: no clipping)" if f.name == "max_grad_norm" else ""
+        else:
+            ok = isinstance(value, (str, os.PathLike)) or (f.name == "config" and isinstance(value, BertConfig))
+            what = "text: a name or a path"
+            hint = (" (a Corpus object: write its documents to a file, one sentence per line)"
+                    if f.name == "corpus" and not isinstance(value, str) else "")
+        if not ok:
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise ValueError(f"{flag} ({f.name}) must be {what}, got {type(value).__name__} {shown}{hint}")
+
+
+def load_model_config(spec) -> BertConfig:
+    """A preset name (tiny, mini, ...), the path of a config.json, or a BertConfig (a copy of it)."""
+    if isinstance(spec, BertConfig):
+        return replace(spec)
+    spec = str(spec)
     if spec in PRESETS:
         return BertConfig.from_preset(spec)
     if spec.endswith(".json") or Path(spec).is_file():
