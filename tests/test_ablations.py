@@ -63,7 +63,8 @@ def test_bad_ablation_values_fail_in_one_line(corpus_file, tmp_path, capsys, ext
 
 @pytest.mark.parametrize("name", ["no_nsp", "whole_word_masking", "pre_ln"])
 def test_a_switch_is_a_bool(tmp_path, name):
-    with pytest.raises(ValueError, match=f"--{name.replace('_', '-')} is a switch"):
+    flag = f"--{name.replace('_', '-')}"
+    with pytest.raises(ValueError, match=f"{flag} \\({name}\\) is a switch: True or False, got str"):
         check_args(TrainArgs(out=str(tmp_path), **{name: "yes"}), probe_out=False)
 
 

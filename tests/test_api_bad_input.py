@@ -47,8 +47,8 @@ def test_the_optimiser_takes_the_models_parameters_and_a_verdict(model):
 
 
 @pytest.mark.parametrize("setting, says", [
-    (dict(resume="no"), "--resume (resume) must be True or False, got str 'no'"),
-    (dict(bias_correction="False"), "--bias-correction (bias_correction) must be True or False"),
+    (dict(resume="no"), "--resume (resume) is a switch: True or False, got str 'no'"),
+    (dict(bias_correction="False"), "--bias-correction (bias_correction) is a switch: True or False"),
     (dict(lr="1e-3"), "--lr (lr) must be a number, got str '1e-3'"),
     (dict(max_grad_norm=None), "--max-grad-norm (max_grad_norm) must be a number, got NoneType None (0: no clipping)"),
     (dict(warmup=0.1), "a number of steps, not a fraction of them"),

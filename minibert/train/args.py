@@ -170,10 +170,7 @@ ABLATIONS = dict(no_nsp=False, mlm_probability=0.15, whole_word_masking=False, p
 
 
 def _check_ablations(args: TrainArgs) -> None:
-    """The ablation flags: three switches, and a share of tokens strictly between 0 and 1."""
-    for name in ("no_nsp", "whole_word_masking", "pre_ln"):
-        if not isinstance(getattr(args, name), bool):
-            raise ValueError(f"--{name.replace('_', '-')} is a switch (True or False), got {getattr(args, name)!r}")
+    """The ablation flags: the share of tokens strictly between 0 and 1 (the switches: _check_kinds)."""
     p = args.mlm_probability
     # 0 predicts nothing, and 1 hides every token, leaving no context to predict it from
     if not is_number(p) or not 0 < p < 1:
@@ -202,7 +199,7 @@ def _check_kinds(args: TrainArgs) -> None:
             continue
         flag, hint = f"--{f.name.replace('_', '-')}", ""
         if kind == "bool":
-            ok, what = isinstance(value, (bool, np.bool_)), "True or False"
+            ok, what = isinstance(value, (bool, np.bool_)), "a switch: True or False"
         elif kind == "int":
             ok, what = is_int(value), "a whole number"
             hint = " (a number of steps, not a fraction of them)" if f.name == "warmup" and is_number(value) else ""
@@ -216,7 +213,8 @@ def _check_kinds(args: TrainArgs) -> None:
                     if f.name == "corpus" and not isinstance(value, str) else "")
         if not ok:
             shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            raise ValueError(f"{flag} ({f.name}) must be {what}, got {type(value).__name__} {shown}{hint}")
+            raise ValueError(f"{flag} ({f.name}) {'is' if kind == 'bool' else 'must be'} {what}, got "
+                             f"{type(value).__name__} {shown}{hint}")
 
 
 def load_model_config(spec) -> BertConfig:
