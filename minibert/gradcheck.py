@@ -68,6 +68,8 @@ def numerical_gradient(f, x, df=None, h=1e-5, indices=None):
         x[ix] = old - h
         neg = np.asarray(f(), dtype=np.float64)
         x[ix] = old
+        if df is not None and np.shape(df) != pos.shape:   # broadcast, df would check another gradient than dout's
+            raise ValueError(f"df must have the shape of f's output, {pos.shape}, got {np.shape(df)}")
         diff = (pos - neg) if df is None else (pos - neg) * df
         grad[ix] = np.sum(diff) / (2 * h)
     return grad

@@ -131,3 +131,12 @@ def test_fill_mask_names_a_model_without_the_masked_lm_head(model):
     refused(lambda: fill_mask(mb.BertModel(mb.BertConfig(**CONFIG)), tok, "a [MASK]"), TypeError,
             "fill_mask needs a BertForPreTraining")
     refused(lambda: fill_mask(model, "a [MASK]", tok), TypeError, "tokenizer must be a WordPieceTokenizer")
+
+
+def test_a_gradient_check_takes_df_of_the_outputs_shape():
+    # broadcast, a df of shape (5,) for a (3, 5) output checked another gradient than the backward's dout
+    from minibert.gradcheck import numerical_gradient
+    x = np.random.default_rng(0).standard_normal((3, 5))
+    refused(lambda: numerical_gradient(lambda: 2 * x, x, np.ones(5)), ValueError,
+            "df must have the shape of f's output, (3, 5), got (5,)")
+    assert np.allclose(numerical_gradient(lambda: 2 * x, x, np.ones((3, 5))), 2.0)
