@@ -296,3 +296,19 @@ def test_an_initializer_range_that_overflows_the_dtype_is_refused():
     with pytest.raises(ValueError, match=r"initializer_range=1e\+300 .*float32"):
         mb.BertForPreTraining(config)
     assert np.isfinite(mb.BertForPreTraining(config, dtype="float64").params.data).all()
+
+
+def test_fill_mask_refuses_a_config_with_fewer_layers_than_its_weights(tmp_path):
+    # config.json edited to fewer layers: fill-mask ran the first ones alone, after a note
+    import json
+    from minibert.model.inference import load_for_fill_mask
+    folder = tmp_path / "m"
+    mb.BertForPreTraining(mb.BertConfig(**{**SMALL, "num_hidden_layers": 3})).save_pretrained(folder)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                                                + [f"w{i}" for i in range(25)]) + "\n")
+    load_for_fill_mask(folder)                               # as saved: loads
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    with pytest.raises(ValueError, match=r"config.json says num_hidden_layers=1, but the weights hold layers 1, 2 "
+                                         r"too: .* set num_hidden_layers to 3"):
+        load_for_fill_mask(folder)

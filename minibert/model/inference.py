@@ -60,9 +60,21 @@ def load_for_fill_mask(directory, device="cpu"):
         raise ValueError(f"{d} lacks weights that fill-mask needs: {name_list(needed)} (a model with a "
                          f"masked-LM head is needed, such as BertForMaskedLM or BertForPreTraining)")
     check_vocab_size(model, tokenizer, d / "vocab.txt")
+    _check_layers(d, model, unexpected)
     parts = [f"has no {name_list(missing)} (fill-mask does not use them)"] if missing else []
     parts += [f"holds weights fill-mask does not use: {name_list(unexpected)}"] if unexpected else []
     return model, tokenizer, (f"note: {d} " + "; ".join(parts)) if parts else None
+
+
+def _check_layers(d: Path, model, unexpected) -> None:
+    """Weights of more encoder layers than config.json names: the two are not of one model (a config edited by
+    hand), and fill-mask would run the first layers alone, its predictions those of no trained model."""
+    layers = model.config.num_hidden_layers
+    extra = sorted({int(m.group(1)) for n in unexpected if (m := re.match(r"(?:bert\.)?encoder\.layer\.(\d+)\.", n))})
+    if extra:
+        raise ValueError(f"{d}: config.json says num_hidden_layers={layers}, but the weights hold layer"
+                         f"{'s' * (len(extra) > 1)} {', '.join(map(str, extra))} too: the config and the weights "
+                         f"are not of one model; set num_hidden_layers to {max(extra) + 1}, as they were trained")
 
 
 def _is_pre_ln_run(run_dir: Path) -> bool:
