@@ -27,6 +27,21 @@ def check_count(name: str, value, low: int = 0) -> None:
         raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
 
 
+def check_flag(name, value, what="True or False"):
+    """A ``TypeError`` unless ``value`` is True or False (NumPy's bools too); returns it as a bool: "no", None or
+    0.5 would otherwise be read as what they are worth as a truth value."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be {what}, got {value!r}")
+    return bool(value)
+
+
+def check_generator(name: str, value) -> None:
+    """A NumPy random generator (an int seed, say, fails deep inside with another message)."""
+    if not isinstance(value, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator (np.random.default_rng(seed)), got "
+                        f"{type(value).__name__}")
+
+
 def check_probability(name: str, value, low_open: bool = False) -> None:
     """A number in [0, 1] (in (0, 1] with ``low_open``)."""
     if not is_number(value):

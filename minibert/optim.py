@@ -25,6 +25,7 @@ import numpy as np
 from . import accel
 from .accel.cuda import grads, loss_scaling
 from .backend import on_host
+from .checks import check_flag
 from .ops.common import get_array_module
 
 
@@ -65,8 +66,7 @@ class AdamW:
             raise ValueError(f"eps must be a number > 0, got {eps!r}")
         if not (_is_number(weight_decay) and 0 <= weight_decay < math.inf):
             raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
-        if not isinstance(bias_correction, (bool, np.bool_)):
-            raise ValueError(f"bias_correction must be True or False, got {bias_correction!r}")
+        check_flag("bias_correction", bias_correction)
         self.store = store
         self.lr, self.betas, self.eps = lr, tuple(betas), eps
         self.weight_decay, self.bias_correction = weight_decay, bias_correction

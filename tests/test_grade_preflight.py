@@ -5,21 +5,10 @@ import csv
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from exercises.confine import Confinement, Unavailable  # noqa: E402
-
-try:
-    Confinement.find()
-    SANDBOX = []
-except Unavailable:
-    SANDBOX = ["--no-sandbox"]
+from test_notebook_grading import ROOT, SANDBOX     # the sandbox where there is one, as the other grading tests
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import check_count, check_probability, is_int
+from ..checks import check_count, check_generator, check_probability, is_int
 from .memory_budget import check_instances_fit
 from .vocab import CLS, SEP
 
@@ -112,8 +112,7 @@ def _steps_that_cut_a(len_a: int, len_b: int, steps: int) -> np.ndarray:
 def _check_document_args(documents, document_index, max_seq_length, short_seq_prob, rng) -> None:
     check_max_seq_length(max_seq_length)
     check_probability("short_seq_prob", short_seq_prob)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    check_generator("rng", rng)
     if len(documents) < 2:
         raise ValueError(f"documents holds {len(documents)} document(s); next-sentence prediction needs at least 2, "
                          "because a NotNext segment B comes from another document")

@@ -16,7 +16,7 @@ from itertools import chain
 
 import numpy as np
 
-from ..checks import check_probability, is_int
+from ..checks import check_flag, check_generator, check_probability, is_int
 from ..constants import IGNORE_INDEX
 from .vocab import CLS, MASK, PAD, SEP
 
@@ -247,10 +247,8 @@ def _check_settings(rng, masked_lm_prob, max_predictions_per_seq, whole_word_mas
     check_probability("masked_lm_prob", masked_lm_prob)
     if not is_int(max_predictions_per_seq) or max_predictions_per_seq < 0:
         raise ValueError(f"max_predictions_per_seq must be a whole number >= 0, got {max_predictions_per_seq!r}")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
-    if not isinstance(whole_word_mask, (bool, np.bool_)):
-        raise ValueError(f"whole_word_mask must be True or False, got {whole_word_mask!r}")
+    check_generator("rng", rng)
+    check_flag("whole_word_mask", whole_word_mask)
 
 
 def _num_to_predict(lengths: np.ndarray, masked_lm_prob, max_predictions_per_seq) -> list[int]:

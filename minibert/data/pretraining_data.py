@@ -29,7 +29,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from ..checks import check_count, check_probability, is_int
+from ..checks import check_count, check_flag, check_probability, is_int
 from ..constants import IGNORE_INDEX
 from .instances import TrainingInstance, check_max_seq_length, create_training_instances
 from .masking import MaskingTables, mask_token_ids, mask_tokens, masking_tables
@@ -51,11 +51,6 @@ def batch_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     notebook that asks for one batch, masks it as a run from the start would.
     """
     return np.random.default_rng((seed, epoch, index))
-
-
-def _check_switch(name, value) -> None:
-    if not isinstance(value, (bool, np.bool_)):      # "no", None or 0.5 would be read as what they are worth
-        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 def require_pretraining_tokens(tokenizer) -> None:
@@ -145,7 +140,7 @@ class PretrainingDataset:
         """
         check_count("batch_size", batch_size, 1)
         check_count("epoch", epoch)
-        _check_switch("shuffle", shuffle)
+        check_flag("shuffle", shuffle)
         order = epoch_order(len(self), self.seed, epoch) if shuffle else np.arange(len(self))
         stop = len(order) - len(order) % batch_size if drop_last else len(order)
         for index, start in enumerate(range(0, stop, batch_size)):
@@ -288,8 +283,8 @@ def build_pretraining_dataset(corpus, tokenizer, *, max_seq_length: int = 128, s
                         f"documents)), got {type(corpus).__name__}")
     corpus.check(min_documents=2)
     check_count("seed", seed)
-    _check_switch("nsp", nsp)
-    _check_switch("whole_word_mask", whole_word_mask)
+    check_flag("nsp", nsp)
+    check_flag("whole_word_mask", whole_word_mask)
     tokenized = tokenize_corpus(corpus, tokenizer, cache_dir=cache_dir)
     if tokenized.num_documents < 2:
         raise ValueError(f"corpus {corpus.name!r} has {tokenized.num_documents} document(s) with any "

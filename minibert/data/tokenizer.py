@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .basic_tokenizer import BasicTokenizer
+from ..checks import check_flag
 from ..textio import write_whole
 from .vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, load_vocab, vocab_is_cased  # noqa: F401
 from .wordpiece_trainer import learn_vocab
@@ -69,8 +70,7 @@ class WordPieceTokenizer:
         if not isinstance(vocab, (list, tuple)) or not all(isinstance(t, str) for t in vocab):
             raise TypeError(f"{source}: the vocabulary must be a list of token strings in id order, got "
                             f"{type(vocab).__name__}")
-        if not isinstance(do_lower_case, (bool, np.bool_)):
-            raise ValueError(f"do_lower_case must be True (an uncased vocabulary) or False, got {do_lower_case!r}")
+        check_flag("do_lower_case", do_lower_case, "True (an uncased vocabulary) or False")
         self.vocab: list[str] = list(vocab)
         self.token_to_id: dict[str, int] = {t: i for i, t in enumerate(self.vocab)}
         if len(self.token_to_id) != len(self.vocab):
@@ -331,8 +331,7 @@ def train_wordpiece(texts_or_files: Iterable[str | os.PathLike], vocab_size: int
         the special tokens, the single characters (word-initial, then ``##`` forms) and the
         merged pieces in the order they were learned.
     """
-    if not isinstance(do_lower_case, (bool, np.bool_)):       # (before the training, which would read it as a bool)
-        raise ValueError(f"do_lower_case must be True (an uncased vocabulary) or False, got {do_lower_case!r}")
+    check_flag("do_lower_case", do_lower_case, "True (an uncased vocabulary) or False")     # before the training
     vocab = learn_vocab(texts_or_files, vocab_size, do_lower_case=do_lower_case, min_frequency=min_frequency,
                         limit_alphabet=limit_alphabet, num_unused=num_unused)
     return WordPieceTokenizer(vocab, do_lower_case=do_lower_case, source="trained vocabulary")

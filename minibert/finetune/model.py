@@ -16,7 +16,8 @@ import numpy as np
 
 from ..model.bert import BertModel
 from ..model.encoder import backward_linear, linear_weights
-from ..model.inputs import check_flag, check_loss_scale, prepare_inputs
+from ..checks import check_flag
+from ..model.inputs import check_loss_scale, prepare_inputs
 from ..model.params import ParamSpec
 from ..ops import mse_backward, mse_forward
 

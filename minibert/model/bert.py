@@ -17,14 +17,14 @@ import numpy as np
 
 from ..accel.counter_rng import CounterUniform
 from ..backend import get_xp, is_cupy
+from ..checks import check_flag
 from ..kernels import select_ops
 from .config import BertConfig
 from .encoder import (backward_linear, embedding_weights, embeddings_backward, embeddings_forward, embeddings_specs,
                       encoder_backward, encoder_forward, layer_specs, layer_weights, layernorm_specs, linear_specs,
                       linear_weights, norm_weights)
 from .heads import head_specs, head_weights, heads_backward, heads_forward
-from .inputs import (as_grad, check_dtype, check_flag, check_labels, check_loss_counts, check_loss_scale,
-                     is_seed, prepare_inputs)
+from .inputs import as_grad, check_dtype, check_labels, check_loss_counts, check_loss_scale, is_seed, prepare_inputs
 from .outputs import BertOutput, PreTrainingOutput
 from .params import ParamStore
 from .state_dict import load_state_dict

@@ -41,13 +41,6 @@ def untorch(value):
     return value
 
 
-def check_flag(name, value, what="True or False"):
-    """A ``TypeError`` unless ``value`` is True or False (NumPy's bools too); returns it as a bool."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be {what}, got {value!r}")
-    return bool(value)
-
-
 def check_loss_scale(loss_scale):
     """A ``ValueError`` unless ``loss_scale`` is a positive finite number, or a 0-d array on a
     device (a GPU's ``LossScaler`` keeps its scale there: reading it to check would stall the step)."""

@@ -6,7 +6,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backend import to_numpy
-from .inputs import check_flag, host_array
+from ..checks import check_flag
+from .inputs import host_array
 
 LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}   # LayerNorm in the original BERT
 

@@ -139,11 +139,12 @@ def _lost_records(folder: Path, history: list, args: dict) -> str | None:
     saved = latest_checkpoint(folder)
     every = args.get("log_every") if isinstance(args.get("log_every"), int) and args["log_every"] > 0 else 1
     last = max((r["step"] for r in history), default=0)
-    if saved is None or checkpoint_step(saved) < last + every:
+    step = checkpoint_step(saved) if saved is not None else 0
+    if step < last + every:
         return None
     what = (f"{METRICS_NAME} is missing" if not (folder / METRICS_NAME).exists() else
             f"{METRICS_NAME} ends at step {last}" if history else f"{METRICS_NAME} holds no records")
-    return (f"{what}, but the run has a checkpoint at step {checkpoint_step(saved)}: records were lost (the file "
+    return (f"{what}, but the run has a checkpoint at step {step}: records were lost (the file "
             f"deleted or cut), and the checks below see only what is left")
 
 
